@@ -1,0 +1,250 @@
+"""Build a lexical shortlist (shortlist.bin) from a parallel corpus with IBM Model 1.
+
+    python -m export.shortlist --src train.src --tgt train.distilled.tgt \
+        --spm spm.model --out shortlist.bin [--frequent 100] [--best 100] [--iterations 5]
+
+The targets should be the teacher's distilled translations: the shortlist then covers
+what the student is trained to produce. The shortlist is the `frequent` most frequent
+target ids (plus unk/bos/eos) and, per source id, its `best` most probable target ids
+under t(target | source). Only numpy is needed (and sentencepiece for the command line);
+the file format and the reader are in pyfastdec/shortlist.py.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import itertools
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pyfastdec.shortlist import Shortlist
+
+DEFAULT_ALWAYS = (1, 2, 3)        # unk, bos, eos in the project's id convention
+DEFAULT_FIRST_FILL_ID = 5         # ids 0..4 are pad, unk, bos, eos, mask
+
+
+# ---------------------------------------------------------------------- IBM Model 1
+@dataclass
+class Ibm1Table:
+    """Sparse t(e | f) over co-occurring pairs; f == vocab_size is the NULL word."""
+    pair_src: np.ndarray            # int64 [P], sorted by (src, tgt)
+    pair_tgt: np.ndarray            # int64 [P]
+    prob: np.ndarray                # float64 [P]
+    log_likelihood: list[float]     # corpus log-likelihood before each M-step
+
+
+def _flatten(sentences: list[list[int]], vocab_size: int, side: str):
+    lengths = np.fromiter((len(s) for s in sentences), dtype=np.int64, count=len(sentences))
+    flat = np.fromiter(itertools.chain.from_iterable(sentences), dtype=np.int64,
+                       count=int(lengths.sum()))
+    if flat.size and (flat.min() < 0 or flat.max() >= vocab_size):
+        bad = int(np.flatnonzero((flat < 0) | (flat >= vocab_size))[0])
+        line = int(np.searchsorted(np.cumsum(lengths), bad, side="right"))
+        raise ValueError(f"{side} sentence {line + 1}: id {int(flat[bad])} outside "
+                         f"vocabulary [0, {vocab_size})")
+    return flat, lengths
+
+
+def _links(src, src_len, tgt, tgt_len, null: int, vocab_size: int, chunk: int = 4096):
+    """Pair key f*(V+1)+e and target-token index of every link, in link order.
+
+    Links run sentence-major, then target position, then source position (position 0
+    is NULL), so the links explaining one target token are contiguous. Built a chunk of
+    sentences at a time to keep the int64 temporaries small.
+    """
+    src = np.append(src, null)                  # sentinel: empty corpora still index
+    src_start = np.cumsum(src_len) - src_len
+    tgt_start = np.cumsum(tgt_len) - tgt_len
+    token_dtype = np.int32 if tgt.size < 2**31 else np.int64
+    keys, tokens = [], []
+    for lo in range(0, len(src_len), chunk):
+        part = slice(lo, lo + chunk)
+        width = src_len[part] + 1
+        per_sentence = width * tgt_len[part]
+        sentence = np.repeat(np.arange(width.size), per_sentence)
+        k = np.arange(sentence.size) - np.repeat(np.cumsum(per_sentence) - per_sentence,
+                                                 per_sentence)
+        j, i = np.divmod(k, width[sentence])
+        token = tgt_start[part][sentence] + j
+        src_pos = np.maximum(src_start[part][sentence] + i - 1, 0)
+        f = np.where(i == 0, null, src[src_pos])
+        keys.append(f * (vocab_size + 1) + tgt[token])
+        tokens.append(token.astype(token_dtype))
+    return (np.concatenate(keys) if keys else np.zeros(0, np.int64),
+            np.concatenate(tokens) if tokens else np.zeros(0, token_dtype))
+
+
+def train_ibm1(src_ids: list[list[int]], tgt_ids: list[list[int]], vocab_size: int,
+               iterations: int = 5, log=None) -> Ibm1Table:
+    """EM for IBM Model 1 with a NULL source word, vectorised over the whole corpus.
+
+    Every (sentence, target position j, source position i) triple is one "link".
+    They are enumerated once as flat arrays: which co-occurring type pair (f, e) a link
+    belongs to and which target token j it explains. An EM iteration is then a gather
+    and three bincounts over the links — no Python loop over sentences.
+    Memory is ~8 bytes per link kept across iterations plus ~16 transient per link
+    (29k pairs of length 16 are ~8M links).
+    """
+    if len(src_ids) != len(tgt_ids):
+        raise ValueError(f"{len(src_ids)} source sentences but {len(tgt_ids)} target ones")
+    null = vocab_size
+    src, src_len = _flatten(src_ids, vocab_size, "source")
+    tgt, tgt_len = _flatten(tgt_ids, vocab_size, "target")
+    key, token = _links(src, src_len, tgt, tgt_len, null, vocab_size)
+    n_links = key.size
+    pair_key, link_pair = np.unique(key, return_inverse=True)
+    del key
+    link_pair = link_pair.astype(np.int32 if pair_key.size < 2**31 else np.int64)
+    pair_src, pair_tgt = np.divmod(pair_key, vocab_size + 1)
+    # log p(e|f) = sum_j log sum_i t(e_j|f_i) - m log(l+1): the second term, the
+    # uniform alignment prior, is constant; kept so the reported value is a likelihood.
+    log_alignment_prior = float(np.sum(tgt_len * np.log(src_len + 1)))
+
+    # Start from t(e|f) = 1/V for every e: a proper distribution (so the likelihood
+    # history is monotone from the first value) whose first E-step gives uniform
+    # alignment posteriors, as any constant start would.
+    prob = np.full(pair_key.size, 1.0 / vocab_size)
+    history = []
+    for it in range(iterations):
+        t0 = time.perf_counter()
+        link_t = prob[link_pair]
+        token_total = np.bincount(token, weights=link_t, minlength=tgt.size)
+        # Guard against t underflowing to 0 for every link of a token (0/0 = NaN).
+        np.maximum(token_total, np.finfo(np.float64).tiny, out=token_total)
+        history.append(float(np.log(token_total).sum()) - log_alignment_prior)
+        link_t /= token_total[token]                    # alignment posterior per link
+        counts = np.bincount(link_pair, weights=link_t, minlength=pair_key.size)
+        del link_t
+        src_total = np.bincount(pair_src, weights=counts, minlength=vocab_size + 1)
+        prob = counts / src_total[pair_src]
+        if log:
+            log(f"EM iteration {it + 1}/{iterations}: log-likelihood {history[-1]:.1f} "
+                f"({time.perf_counter() - t0:.2f} s, {n_links} links, {pair_key.size} pairs)")
+    return Ibm1Table(pair_src, pair_tgt, prob, history)
+
+
+# ---------------------------------------------------------------------- selection
+def _most_frequent(tgt_ids: list[list[int]], vocab_size: int, n: int,
+                   always: tuple[int, ...]) -> np.ndarray:
+    """The n most frequent target ids (ties by lower id), plus `always`, sorted."""
+    flat = np.fromiter(itertools.chain.from_iterable(tgt_ids), dtype=np.int64)
+    counts = np.bincount(flat, minlength=vocab_size)
+    by_rank = np.lexsort((np.arange(vocab_size), -counts))
+    top = by_rank[:n]
+    top = top[counts[top] > 0]                  # never seen is not "frequent"
+    return np.union1d(top, np.asarray(always, dtype=np.int64))
+
+
+def _best_per_source(table: Ibm1Table, vocab_size: int, best: int):
+    """CSR (indptr, targets, probs) with each source id's `best` most probable targets."""
+    keep = table.pair_src < vocab_size            # NULL's translations are not a row
+    f, e, p = table.pair_src[keep], table.pair_tgt[keep], table.prob[keep]
+    order = np.lexsort((e, -p, f))                # by source, then probability desc, id asc
+    f, e, p = f[order], e[order], p[order]
+    row_start = np.searchsorted(f, np.arange(vocab_size + 1))
+    rank = np.arange(f.size) - row_start[f]
+    keep = rank < best
+    counts = np.bincount(f[keep], minlength=vocab_size)
+    indptr = np.concatenate(([0], np.cumsum(counts)))
+    return indptr, e[keep], p[keep]
+
+
+def build_shortlist(src_ids: list[list[int]], tgt_ids: list[list[int]], vocab_size: int,
+                    frequent: int = 100, best: int = 100, iterations: int = 5, *,
+                    always: tuple[int, ...] = DEFAULT_ALWAYS,
+                    first_fill_id: int = DEFAULT_FIRST_FILL_ID,
+                    keep_probs: bool = True, log=None) -> Shortlist:
+    """Shortlist from tokenised parallel sentences (lists of ids in [0, vocab_size))."""
+    if frequent < 0 or best < 0 or iterations < 1:
+        raise ValueError("frequent and best must be >= 0 and iterations >= 1")
+    table = train_ibm1(src_ids, tgt_ids, vocab_size, iterations, log=log)
+    indptr, targets, probs = _best_per_source(table, vocab_size, best)
+    return Shortlist(vocab_size, _most_frequent(tgt_ids, vocab_size, frequent, always),
+                     indptr, targets, probs.astype(np.float32) if keep_probs else None,
+                     best=best, first_fill_id=first_fill_id)
+
+
+# ---------------------------------------------------------------------- corpus files
+def _open_lines(path: Path):
+    opener = gzip.open if path.suffix == ".gz" else open
+    return opener(path, "rb")
+
+
+def read_parallel(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:
+    """Both sides as lists of lines; mismatched lengths or bad UTF-8 name file and line."""
+    src_lines, tgt_lines = [], []
+    with _open_lines(src_path) as fs, _open_lines(tgt_path) as ft:
+        for lineno, (a, b) in enumerate(itertools.zip_longest(fs, ft), start=1):
+            if a is None or b is None:
+                short, other = (src_path, tgt_path) if a is None else (tgt_path, src_path)
+                raise ValueError(f"{short} ends after {lineno - 1} lines but {other} has "
+                                 f"line {lineno}: the files must be line-parallel")
+            for raw, path, out in ((a, src_path, src_lines), (b, tgt_path, tgt_lines)):
+                try:
+                    out.append(raw.decode("utf-8").rstrip("\r\n"))
+                except UnicodeDecodeError as err:
+                    raise ValueError(f"{path}:{lineno}: invalid UTF-8 at byte "
+                                     f"{err.start} of the line") from None
+    return src_lines, tgt_lines
+
+
+def _special_ids(sp) -> tuple[tuple[int, ...], int]:
+    """(always-included ids, first id usable as padding) from the sentencepiece model."""
+    always = tuple(i for i in (sp.unk_id(), sp.bos_id(), sp.eos_id()) if i >= 0)
+    control = [i for i in (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()) if i >= 0]
+    mask = sp.piece_to_id("<mask>")
+    if mask != sp.unk_id():
+        control.append(mask)
+    return always, max(control, default=-1) + 1
+
+
+def _load_spm(path: Path):
+    import sentencepiece          # only the command line needs it
+    try:
+        return sentencepiece.SentencePieceProcessor(model_file=str(path))
+    except RuntimeError as err:   # sentencepiece reports missing/corrupt models this way
+        raise ValueError(f"{path}: cannot load the sentencepiece model ({err})") from None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m export.shortlist", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--src", type=Path, required=True, help="source sentences (.gz ok)")
+    ap.add_argument("--tgt", type=Path, required=True, help="target sentences, line-parallel")
+    ap.add_argument("--spm", type=Path, required=True, help="joint sentencepiece model")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--frequent", type=int, default=100, help="most frequent target ids kept")
+    ap.add_argument("--best", type=int, default=100, help="best target ids per source id")
+    ap.add_argument("--iterations", type=int, default=5, help="EM iterations")
+    ap.add_argument("--no-probs", action="store_true", help="omit the probability section")
+    args = ap.parse_args(argv)
+
+    def log(msg):
+        print(msg, file=sys.stderr)
+
+    try:
+        sp = _load_spm(args.spm)
+        src_lines, tgt_lines = read_parallel(args.src, args.tgt)
+        src_ids, tgt_ids = sp.encode(src_lines), sp.encode(tgt_lines)
+        log(f"{len(src_ids)} sentence pairs, {sum(map(len, src_ids))} source and "
+            f"{sum(map(len, tgt_ids))} target tokens")
+        always, first_fill_id = _special_ids(sp)
+        shortlist = build_shortlist(src_ids, tgt_ids, sp.get_piece_size(), args.frequent,
+                                    args.best, args.iterations, always=always,
+                                    first_fill_id=first_fill_id,
+                                    keep_probs=not args.no_probs, log=log)
+        shortlist.save(args.out)
+    except (OSError, ValueError) as err:
+        log(f"error: {err}")
+        return 1
+    log(f"wrote {args.out}: {shortlist.frequent.size} frequent ids, "
+        f"{shortlist.targets.size} source->target entries")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
