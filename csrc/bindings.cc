@@ -1,0 +1,11 @@
+// pyfastdec._engine: the native module. Every call that does work releases the GIL.
+#include <pybind11/pybind11.h>
+
+namespace fastdec {
+void bind_kernels(pybind11::module_& m);
+}
+
+PYBIND11_MODULE(_engine, m) {
+  m.doc() = "pyfastdec native engine: ISA-dispatched kernels and the decoder engine";
+  fastdec::bind_kernels(m);
+}

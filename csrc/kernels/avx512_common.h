@@ -1,0 +1,283 @@
+// AVX-512 kernels shared by the avx512 (AVX512BW) and vnni translation units; both
+// compile this header with AVX512F/BW/DQ/VL enabled. Internal linkage: see isa_common.h.
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/isa_common.h"
+
+namespace fastdec {
+namespace {
+
+inline __mmask16 tail_mask16(int64_t remaining) {
+  return remaining >= 16 ? static_cast<__mmask16>(0xffff)
+                         : static_cast<__mmask16>((1u << remaining) - 1u);
+}
+
+// ---------------------------------------------------------------- quantisation
+enum class QuantOut { kInt8, kShiftedUint8, kInt16 };
+
+// Quantises rows of A to int8 values (same arithmetic as quantize_one) and stores them
+// as signed bytes, as bytes + 128 (for VPDPBUSD's unsigned operand), or as int16.
+template <QuantOut kOut>
+void quantize_rows_avx512(const float* a, int M, int K, size_t lda, const float* scale_fixed,
+                          uint8_t* out, size_t out_stride, float* a_dequant) {
+  const __m512 lo = _mm512_set1_ps(-kQuantMax), hi = _mm512_set1_ps(kQuantMax);
+  for (int m = 0; m < M; ++m) {
+    const float* row = a + m * lda;
+    float scale;
+    if (scale_fixed) {
+      scale = *scale_fixed;
+    } else {
+      __m512 mx = _mm512_setzero_ps();
+      for (int k = 0; k < K; k += 16) {
+        __m512 v = _mm512_maskz_loadu_ps(tail_mask16(K - k), row + k);
+        mx = _mm512_max_ps(_mm512_abs_ps(v), mx);
+      }
+      scale = activation_scale(_mm512_reduce_max_ps(mx));
+    }
+    a_dequant[m] = 1.f / scale;
+    const __m512 vs = _mm512_set1_ps(scale);
+    uint8_t* q = out + m * out_stride;
+    for (int k = 0; k < K; k += 16) {
+      __mmask16 mask = tail_mask16(K - k);
+      __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, row + k), vs);
+      v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+      __m512i qi = _mm512_cvtps_epi32(v);  // round to nearest even
+      if constexpr (kOut == QuantOut::kInt16) {
+        _mm256_mask_storeu_epi16(q + 2 * k, mask, _mm512_cvtepi32_epi16(qi));
+      } else {
+        __m128i bytes = _mm512_cvtepi32_epi8(qi);
+        if constexpr (kOut == QuantOut::kShiftedUint8)
+          bytes = _mm_xor_si128(bytes, _mm_set1_epi8(static_cast<char>(0x80)));
+        _mm_mask_storeu_epi8(q + k, mask, bytes);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- fp32 GEMM
+// Packed weights: blocks of 16 output columns, [block][K][16].
+constexpr int kF32Cols = 16;
+
+size_t f32_packed_floats_avx512(int N, int K) {
+  return round_up(static_cast<size_t>(N), kF32Cols) * static_cast<size_t>(K);
+}
+
+void f32_pack_avx512(const float* w, int N, int K, float* packed) {
+  for (int n = 0; n < N; ++n) {
+    float* block = packed + static_cast<size_t>(n / kF32Cols) * K * kF32Cols;
+    for (int k = 0; k < K; ++k) block[k * kF32Cols + n % kF32Cols] = w[static_cast<size_t>(n) * K + k];
+  }
+}
+
+template <int MR, int NB>
+void f32_tile_avx512(const F32GemmArgs& g, int m0, int block0) {
+  __m512 acc[MR][NB];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_setzero_ps();
+  const float* b = g.b + static_cast<size_t>(block0) * g.K * kF32Cols;
+  const float* a = g.a + m0 * g.a_stride;
+  for (int k = 0; k < g.K; ++k) {
+    __m512 bv[NB];
+    for (int j = 0; j < NB; ++j) bv[j] = _mm512_load_ps(b + (static_cast<size_t>(j) * g.K + k) * kF32Cols);
+    for (int i = 0; i < MR; ++i) {
+      __m512 av = _mm512_set1_ps(a[i * g.a_stride + k]);
+      for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
+    }
+  }
+  for (int j = 0; j < NB; ++j) {
+    int n0 = (block0 + j) * kF32Cols;
+    __mmask16 mask = tail_mask16(g.N - n0);
+    __m512 bias = g.bias ? _mm512_maskz_loadu_ps(mask, g.bias + n0) : _mm512_setzero_ps();
+    for (int i = 0; i < MR; ++i) {
+      __m512 v = _mm512_add_ps(acc[i][j], bias);
+      if (g.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
+      _mm512_mask_storeu_ps(g.c + (m0 + i) * g.c_stride + n0, mask, v);
+    }
+  }
+}
+
+// Runs tiles of MR rows over blocks [block_begin, block_end) in groups of NB blocks.
+template <int MR, int NB>
+void f32_rows_avx512(const F32GemmArgs& g, int m0, int block_begin, int block_end) {
+  int b = block_begin;
+  for (; b + NB <= block_end; b += NB) f32_tile_avx512<MR, NB>(g, m0, b);
+  for (; b < block_end; ++b) f32_tile_avx512<MR, 1>(g, m0, b);
+}
+
+template <int NB>
+void f32_rows_dispatch_avx512(const F32GemmArgs& g, int m, int rows, int block_begin,
+                              int block_end) {
+  switch (rows) {
+    case 1: f32_rows_avx512<1, NB>(g, m, block_begin, block_end); break;
+    case 2: f32_rows_avx512<2, NB>(g, m, block_begin, block_end); break;
+    case 3: f32_rows_avx512<3, NB>(g, m, block_begin, block_end); break;
+    case 4: f32_rows_avx512<4, NB>(g, m, block_begin, block_end); break;
+    case 5: f32_rows_avx512<5, NB>(g, m, block_begin, block_end); break;
+    case 6: f32_rows_avx512<6, NB>(g, m, block_begin, block_end); break;
+    case 7: f32_rows_avx512<7, NB>(g, m, block_begin, block_end); break;
+    default: f32_rows_avx512<8, NB>(g, m, block_begin, block_end); break;
+  }
+}
+
+void f32_gemm_avx512(const F32GemmArgs& g, int m_begin, int m_end, int block_begin,
+                     int block_end) {
+  // 8 rows x 3 blocks = 24 accumulators of 32; few rows get 4 blocks to hide latency.
+  for (int m = m_begin; m < m_end; m += 8) {
+    int rows = std::min(8, m_end - m);
+    if (rows <= 4)
+      f32_rows_dispatch_avx512<4>(g, m, rows, block_begin, block_end);
+    else
+      f32_rows_dispatch_avx512<3>(g, m, rows, block_begin, block_end);
+  }
+}
+
+void f32_small_gemm_avx512(int M, int N, int K, float alpha, const float* a, size_t lda,
+                           const float* b, size_t ldb, bool b_transposed, float* c,
+                           size_t ldc, bool accumulate) {
+  const __m512 valpha = _mm512_set1_ps(alpha);
+  if (!b_transposed) {
+    // Rows of B are contiguous along N: broadcast A, vectorise over N.
+    for (int m = 0; m < M; ++m) {
+      for (int n = 0; n < N; n += 16) {
+        __mmask16 mask = tail_mask16(N - n);
+        __m512 acc = _mm512_setzero_ps();
+        for (int k = 0; k < K; ++k)
+          acc = _mm512_fmadd_ps(_mm512_set1_ps(a[m * lda + k]),
+                                _mm512_maskz_loadu_ps(mask, b + k * ldb + n), acc);
+        acc = _mm512_mul_ps(acc, valpha);
+        float* out = c + m * ldc + n;
+        if (accumulate) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(mask, out));
+        _mm512_mask_storeu_ps(out, mask, acc);
+      }
+    }
+    return;
+  }
+  // B^T: each output is a dot product of two contiguous rows; four at once share A.
+  for (int m = 0; m < M; ++m) {
+    const float* arow = a + m * lda;
+    for (int n = 0; n < N; n += 4) {
+      int cols = std::min(4, N - n);
+      __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                       _mm512_setzero_ps()};
+      for (int k = 0; k < K; k += 16) {
+        __mmask16 mask = tail_mask16(K - k);
+        __m512 av = _mm512_maskz_loadu_ps(mask, arow + k);
+        for (int j = 0; j < cols; ++j)
+          acc[j] = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(mask, b + (n + j) * ldb + k), acc[j]);
+      }
+      for (int j = 0; j < cols; ++j) {
+        float v = alpha * _mm512_reduce_add_ps(acc[j]);
+        float* out = c + m * ldc + n + j;
+        *out = accumulate ? *out + v : v;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- rows of scores
+// Max of up to 16 floats per lane, NaN-free: MAXPS returns its second operand when
+// either is NaN, so the running value always sits in the second operand.
+inline __m512 max_keep_second(__m512 x, __m512 running) { return _mm512_max_ps(x, running); }
+
+// Lane-wise max over `count` floats at p (count <= 128); NaN and padding ignored.
+inline __m512 block_max_avx512(const float* p, int64_t count, __m512 ninf) {
+  if (count == 128) {
+    __m512 c0 = max_keep_second(_mm512_loadu_ps(p + 16), max_keep_second(_mm512_loadu_ps(p), ninf));
+    __m512 c1 = max_keep_second(_mm512_loadu_ps(p + 48), max_keep_second(_mm512_loadu_ps(p + 32), ninf));
+    __m512 c2 = max_keep_second(_mm512_loadu_ps(p + 80), max_keep_second(_mm512_loadu_ps(p + 64), ninf));
+    __m512 c3 = max_keep_second(_mm512_loadu_ps(p + 112), max_keep_second(_mm512_loadu_ps(p + 96), ninf));
+    return _mm512_max_ps(_mm512_max_ps(c0, c1), _mm512_max_ps(c2, c3));
+  }
+  __m512 c = ninf;
+  for (int64_t i = 0; i < count; i += 16)
+    c = max_keep_second(_mm512_mask_loadu_ps(ninf, tail_mask16(count - i), p + i), c);
+  return c;
+}
+
+// One pass of block maxima: per lane, the running max and the first block reaching it.
+// The first occurrence of the global max lies in the smallest block recorded by a lane
+// holding that max, so only that block (128 floats) is scanned again.
+int64_t argmax_avx512(const float* x, int64_t n) {
+  constexpr int64_t kBlock = 128;
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 run = ninf;
+  __m512i run_block = _mm512_setzero_si512();
+  int64_t blocks = (n + kBlock - 1) / kBlock;
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m512 m = block_max_avx512(x + b * kBlock, std::min(kBlock, n - b * kBlock), ninf);
+    __mmask16 greater = _mm512_cmp_ps_mask(m, run, _CMP_GT_OQ);
+    if (greater) {
+      run = _mm512_mask_mov_ps(run, greater, m);
+      run_block = _mm512_mask_mov_epi32(run_block, greater, _mm512_set1_epi32(static_cast<int>(b)));
+    }
+  }
+  float best = _mm512_reduce_max_ps(run);
+  if (!(best > -std::numeric_limits<float>::infinity())) return argmax_without_finite_max(x, n);
+  __mmask16 holders = _mm512_cmp_ps_mask(run, _mm512_set1_ps(best), _CMP_EQ_OQ);
+  int64_t block = _mm512_mask_reduce_min_epi32(holders, run_block);
+  return find_first_equal(x, block * kBlock, std::min(n, (block + 1) * kBlock), best);
+}
+
+// exp(x) for x <= ~88; lanes below -87 (and NaN) give exactly 0.
+inline __m512 exp_avx512(__m512 x) {
+  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
+  const __m512 ln2_hi = _mm512_set1_ps(0.693359375f), ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
+  __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.f), _CMP_GE_OQ);
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.f));
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, ln2_hi, x);
+  r = _mm512_fnmadd_ps(n, ln2_lo, r);
+  // Taylor to degree 6 on |r| <= ln2/2: relative error below 2e-7.
+  __m512 p = _mm512_set1_ps(1.f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+  return _mm512_maskz_mov_ps(live, _mm512_scalef_ps(p, n));
+}
+
+RowStats row_stats_avx512(const float* x, int64_t n, int k, int64_t* top_ids,
+                          float* top_values) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  RowStats s;
+  // Pass 1: the maximum.
+  __m512 run = ninf;
+  for (int64_t b = 0; b < n; b += 128) run = _mm512_max_ps(block_max_avx512(x + b, std::min<int64_t>(128, n - b), ninf), run);
+  s.max = _mm512_reduce_max_ps(run);
+  TopK top{k, 0, top_ids, top_values};
+  if (!(s.max > -std::numeric_limits<float>::infinity())) {
+    top.fill_from(x, n);
+    s.log_sum_exp = s.max;
+    return s;
+  }
+  // Pass 2: sum of exp(x - max), and candidates above the current k-th value.
+  const __m512 vmax = _mm512_set1_ps(s.max);
+  __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 32) {
+    __mmask16 m0 = tail_mask16(n - i), m1 = tail_mask16(std::max<int64_t>(0, n - i - 16));
+    __m512 v0 = _mm512_mask_loadu_ps(ninf, m0, x + i);
+    __m512 v1 = _mm512_mask_loadu_ps(ninf, m1, x + i + 16);
+    sum0 = _mm512_add_ps(sum0, exp_avx512(_mm512_sub_ps(v0, vmax)));
+    sum1 = _mm512_add_ps(sum1, exp_avx512(_mm512_sub_ps(v1, vmax)));
+    if (k == 0) continue;
+    __m512 thr = _mm512_set1_ps(top.threshold());
+    uint32_t cand = _mm512_cmp_ps_mask(v0, thr, _CMP_GT_OQ) |
+                    (static_cast<uint32_t>(_mm512_cmp_ps_mask(v1, thr, _CMP_GT_OQ)) << 16);
+    while (cand) {
+      int lane = __builtin_ctz(cand);
+      cand &= cand - 1;
+      top.offer(x[i + lane], i + lane);
+    }
+  }
+  if (top.count < k) top.fill_from(x, n);
+  s.log_sum_exp = s.max + std::log(_mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1)));
+  return s;
+}
+
+}  // namespace
+}  // namespace fastdec

@@ -1,0 +1,25 @@
+// Which kernel table runs: chosen once per process from cpuid/xgetbv and FASTDEC_ISA.
+#pragma once
+#include "kernels/cpu_features.h"
+#include "kernels/kernel_table.h"
+
+namespace fastdec {
+
+struct IsaChoice {
+  Isa detected;             // highest the CPU + OS can run
+  bool forced = false;      // FASTDEC_ISA was set
+  Isa requested;            // FASTDEC_ISA, or `detected`
+  Isa chosen;               // min(requested, detected, highest with kernels)
+};
+
+// Throws std::invalid_argument if FASTDEC_ISA names no known ISA.
+const IsaChoice& isa_choice();
+
+// The table for the chosen ISA.
+const KernelTable& active_kernels();
+
+// The table for a given ISA; throws std::invalid_argument if this CPU cannot run it.
+// (Tests use this to check every path this machine has in one process.)
+const KernelTable& kernels_for(Isa isa);
+
+}  // namespace fastdec

@@ -1,0 +1,51 @@
+// int8 GEMM, intgemm style: C[M,N] = dequant(quant(A[M,K]) · W[N,K]^T) + bias (+ReLU).
+// Weights are stored ISA-independent (int8 [N,K] + per-output-channel or per-tensor
+// scales) and packed for the running ISA here; activations are quantised per call,
+// per row dynamically or with a calibrated scale. Any M, N, K >= 1.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/aligned.h"
+#include "kernels/kernel_table.h"
+#include "kernels/thread_pool.h"
+
+namespace fastdec {
+
+class I8Matrix {
+ public:
+  // w: int8 [N,K] row-major, values in [-127, 127]. scales: N floats (per output
+  // channel) or 1 float (per tensor); weight ≈ w * scale. keep_rows keeps a row-major
+  // copy for gemm_i8_columns (the shortlisted output layer).
+  I8Matrix(const KernelTable& kernels, const int8_t* w, int N, int K, const float* scales,
+           bool per_channel, bool keep_rows);
+
+  int rows() const { return N_; }  // N: output columns of the GEMM
+  int cols() const { return K_; }  // K
+  bool has_rows() const { return rows_.size() != 0; }
+  const KernelTable& kernels() const { return *kernels_; }
+
+ private:
+  friend void gemm_i8(const I8Matrix&, const float*, int, size_t, const float*, const float*,
+                      bool, float*, size_t, ThreadPool*);
+  friend void gemm_i8_columns(const I8Matrix&, const float*, int, size_t, const float*,
+                              const int32_t*, const int64_t*, const float*, float*, ThreadPool*);
+  const KernelTable* kernels_;
+  int N_, K_;
+  AlignedBuffer<int8_t> packed_;
+  AlignedBuffer<int8_t> rows_;        // [N][round_up(K, 64)] or empty
+  AlignedBuffer<float> dequant_;      // [N]
+  AlignedBuffer<int32_t> shift_correction_;  // [N]: 128 * row sums (VNNI's +128 shift)
+};
+
+// act_scale: null -> dynamic per-row 127/max|a|; else the calibrated scale.
+void gemm_i8(const I8Matrix& w, const float* a, int M, size_t lda, const float* act_scale,
+             const float* bias, bool relu, float* c, size_t ldc, ThreadPool* pool);
+
+// Row m computes only columns cols[offsets[m] .. offsets[m+1]) of W, written densely to
+// c[offsets[m] ..]. Requires keep_rows. Column ids must be in [0, N) (checked by callers).
+void gemm_i8_columns(const I8Matrix& w, const float* a, int M, size_t lda,
+                     const float* act_scale, const int32_t* cols, const int64_t* offsets,
+                     const float* bias, float* c, ThreadPool* pool);
+
+}  // namespace fastdec

@@ -1,0 +1,142 @@
+// AVX512-VNNI kernels: int8 GEMM with VPDPBUSD (unsigned activations x signed weights,
+// four products summed straight into int32, so nothing saturates). Activations are
+// stored shifted by +128; the shift's contribution, 128 * sum_k w[n,k], is removed in
+// the epilogue (I8GemmArgs::b_shift_correction).
+#include "kernels/avx512_common.h"
+
+namespace fastdec {
+namespace {
+
+constexpr int kCols = 16;  // output columns per packed block (one zmm of int32)
+
+// Packed weights: per block of 16 columns, per group of 4 k: 16 x 4 bytes, so one
+// 64-byte load feeds one VPDPBUSD for 16 columns. K is padded to a multiple of 4.
+size_t k_quads(int K) { return round_up(static_cast<size_t>(K), 4) / 4; }
+
+size_t packed_bytes(int N, int K) {
+  return round_up(static_cast<size_t>(N), kCols) * k_quads(K) * 4;
+}
+
+void pack(const int8_t* w, int N, int K, int8_t* packed) {
+  size_t quads = k_quads(K);
+  for (int n = 0; n < N; ++n) {
+    int8_t* block = packed + static_cast<size_t>(n / kCols) * quads * 64;
+    for (int k = 0; k < K; ++k)
+      block[(k / 4) * 64 + (n % kCols) * 4 + k % 4] = w[static_cast<size_t>(n) * K + k];
+  }
+}
+
+// Rows padded to 64 bytes: full loads in the column-subset kernel.
+size_t a_row_bytes(int K) { return round_up(static_cast<size_t>(K), 64); }
+
+void quantize(const float* a, int M, int K, size_t lda, const float* scale_fixed,
+              uint8_t* out, size_t out_stride, float* a_dequant) {
+  quantize_rows_avx512<QuantOut::kShiftedUint8>(a, M, K, lda, scale_fixed, out, out_stride,
+                                                a_dequant);
+}
+
+inline __m512i broadcast_quad(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Epilogue shared by both kernels, lane for lane the same arithmetic as dequantize_one.
+inline __m512 dequantize16(__m512i acc, __m512i correction, float a_dequant, __m512 b_dequant,
+                           __m512 bias, bool relu) {
+  __m512 scale = _mm512_mul_ps(_mm512_set1_ps(a_dequant), b_dequant);
+  __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc, correction)), scale), bias);
+  return relu ? _mm512_max_ps(v, _mm512_setzero_ps()) : v;
+}
+
+template <int MR, int NB>
+void tile(const I8GemmArgs& g, int m0, int block0) {
+  __m512i acc[MR][NB];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_setzero_si512();
+  const size_t quads = k_quads(g.K);
+  const int8_t* b = g.b + static_cast<size_t>(block0) * quads * 64;
+  const uint8_t* a = g.a + m0 * g.a_stride;
+  for (size_t q = 0; q < quads; ++q) {
+    __m512i bv[NB];
+    for (int j = 0; j < NB; ++j) bv[j] = _mm512_load_si512(b + (j * quads + q) * 64);
+    for (int i = 0; i < MR; ++i) {
+      __m512i av = broadcast_quad(a + i * g.a_stride + q * 4);
+      for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], av, bv[j]);
+    }
+  }
+  for (int j = 0; j < NB; ++j) {
+    int n0 = (block0 + j) * kCols;
+    __mmask16 mask = tail_mask16(g.N - n0);
+    __m512i corr = _mm512_maskz_loadu_epi32(mask, g.b_shift_correction + n0);
+    __m512 bdq = _mm512_maskz_loadu_ps(mask, g.b_dequant + n0);
+    __m512 bias = g.bias ? _mm512_maskz_loadu_ps(mask, g.bias + n0) : _mm512_setzero_ps();
+    for (int i = 0; i < MR; ++i)
+      _mm512_mask_storeu_ps(g.c + (m0 + i) * g.c_stride + n0, mask,
+                            dequantize16(acc[i][j], corr, g.a_dequant[m0 + i], bdq, bias, g.relu));
+  }
+}
+
+template <int MR, int NB>
+void rows(const I8GemmArgs& g, int m0, int block_begin, int block_end) {
+  int b = block_begin;
+  for (; b + NB <= block_end; b += NB) tile<MR, NB>(g, m0, b);
+  for (; b < block_end; ++b) tile<MR, 1>(g, m0, b);
+}
+
+template <int NB>
+void rows_dispatch(const I8GemmArgs& g, int m, int count, int block_begin, int block_end) {
+  switch (count) {
+    case 1: rows<1, NB>(g, m, block_begin, block_end); break;
+    case 2: rows<2, NB>(g, m, block_begin, block_end); break;
+    case 3: rows<3, NB>(g, m, block_begin, block_end); break;
+    case 4: rows<4, NB>(g, m, block_begin, block_end); break;
+    case 5: rows<5, NB>(g, m, block_begin, block_end); break;
+    case 6: rows<6, NB>(g, m, block_begin, block_end); break;
+    case 7: rows<7, NB>(g, m, block_begin, block_end); break;
+    default: rows<8, NB>(g, m, block_begin, block_end); break;
+  }
+}
+
+void gemm(const I8GemmArgs& g, int m_begin, int m_end, int block_begin, int block_end) {
+  // Tiles of 8 rows x 3 blocks (24 accumulators) keep both VNNI ports busy; a single
+  // row streams weights, so more blocks in flight matter more than reuse.
+  for (int m = m_begin; m < m_end; m += 8) {
+    int count = std::min(8, m_end - m);
+    if (count == 1)
+      rows_dispatch<8>(g, m, count, block_begin, block_end);
+    else if (count <= 4)
+      rows_dispatch<4>(g, m, count, block_begin, block_end);
+    else
+      rows_dispatch<3>(g, m, count, block_begin, block_end);
+  }
+}
+
+void gemm_columns(const I8ColumnsArgs& g, int m_begin, int m_end) {
+  const size_t kbytes = round_up(static_cast<size_t>(g.K), 64);
+  for (int m = m_begin; m < m_end; ++m) {
+    const uint8_t* a = g.a + m * g.a_stride;
+    for (int64_t j = g.offsets[m]; j < g.offsets[m + 1]; ++j) {
+      int n = g.cols[j];
+      const int8_t* w = g.b_rows + n * g.b_row_stride;
+      __m512i acc = _mm512_setzero_si512();
+      for (size_t k = 0; k < kbytes; k += 64)
+        acc = _mm512_dpbusd_epi32(acc, _mm512_load_si512(a + k), _mm512_load_si512(w + k));
+      int32_t dot = _mm512_reduce_add_epi32(acc) - g.b_shift_correction[n];
+      g.c[j] = dequantize_one(dot, g.a_dequant[m], g.b_dequant[n], g.bias ? g.bias[n] : 0.f, false);
+    }
+  }
+}
+
+}  // namespace
+
+const KernelTable& kernels_vnni() {
+  static const KernelTable table = {
+      Isa::kVnni, "avx512-vnni",
+      kCols, packed_bytes, pack, a_row_bytes, quantize, gemm, gemm_columns,
+      kF32Cols, f32_packed_floats_avx512, f32_pack_avx512, f32_gemm_avx512, f32_small_gemm_avx512,
+      argmax_avx512, row_stats_avx512};
+  return table;
+}
+
+}  // namespace fastdec

@@ -1,0 +1,68 @@
+"""The native runtime: which ISA runs, and how many threads to use.
+
+Thread default: one intra-op thread per *physical* core this process may run on.
+Hyper-threads share the vector units an int8 GEMM saturates, so counting them only
+adds contention; numpy's and torch's own pools are left alone (we never set them), and
+our pool is separate, so callers who mix libraries choose the split explicitly.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+from pyfastdec import _engine
+
+ThreadPool = _engine.ThreadPool
+
+
+def physical_cores() -> int:
+    """Physical cores among the CPUs this process may use (affinity-aware)."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return max(1, (os.cpu_count() or 2) // 2)
+    cores = set()
+    for cpu in cpus:
+        topo = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+        try:
+            package = (topo / "physical_package_id").read_text().strip()
+            core = (topo / "core_id").read_text().strip()
+        except OSError:
+            return len(cpus)
+        cores.add((package, core))
+    return max(1, len(cores))
+
+
+def default_threads() -> int:
+    """FASTDEC_THREADS if set, else the number of physical cores."""
+    env = os.environ.get("FASTDEC_THREADS")
+    if env:
+        try:
+            value = int(env)
+        except ValueError:
+            raise ValueError(f"FASTDEC_THREADS={env!r}: expected a positive integer") from None
+        if value < 1:
+            raise ValueError(f"FASTDEC_THREADS={env!r}: expected a positive integer")
+        return value
+    return physical_cores()
+
+
+def cpu_info() -> dict:
+    """What the CPU offers, which ISA pyfastdec chose, and the path of each kernel."""
+    info = _engine.cpu_info()
+    info["physical_cores"] = physical_cores()
+    info["default_threads"] = default_threads()
+    return info
+
+
+def _warn_if_isa_capped() -> None:
+    info = _engine.cpu_info()
+    order = ["scalar", "avx2", "avx512", "vnni", "amx"]
+    if info["forced"] and order.index(info["requested"]) > order.index(info["detected"]):
+        warnings.warn(
+            f"FASTDEC_ISA={info['requested']} is above what this CPU supports; "
+            f"using {info['isa']}", RuntimeWarning, stacklevel=3)
+
+
+_warn_if_isa_capped()
