@@ -1,0 +1,72 @@
+"""Reading the parallel corpora from the shared data folder, strictly.
+
+Every line of a source file must pair with the same line of its target file, so any
+defect that could shift lines (a missing file, different line counts, an empty line,
+bytes that are not UTF-8) raises DataError naming the file and the 1-based line number
+instead of being skipped or repaired.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class DataError(ValueError):
+    """A data file that cannot be used as is; the message names file and line."""
+
+
+def data_root() -> Path:
+    """The shared data folder: $FASTDEC_DATA, else <repo>/../shared/data."""
+    env = os.environ.get("FASTDEC_DATA")
+    return Path(env) if env else REPO_ROOT.parent / "shared" / "data"
+
+
+def corpus_path(split: str, lang: str, corpus: str = "multi30k", root: Path | None = None) -> Path:
+    """Path of e.g. multi30k/train.en.gz."""
+    return Path(root or data_root()) / corpus / f"{split}.{lang}.gz"
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """All lines of a (gzip or plain) UTF-8 text file, without line ends.
+
+    Raises DataError for a missing file, invalid UTF-8 or an empty (whitespace-only) line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    opener = gzip.open if path.suffix == ".gz" else open
+    lines: list[str] = []
+    try:
+        with opener(path, "rb") as f:
+            for number, raw in enumerate(f, start=1):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise DataError(f"{path}:{number}: invalid UTF-8 ({err.reason} at byte {err.start})") from None
+                text = text.rstrip("\r\n")
+                if not text.strip():
+                    raise DataError(f"{path}:{number}: empty line")
+                lines.append(text)
+    except (OSError, EOFError) as err:  # corrupt or truncated gzip stream
+        raise DataError(f"{path}: cannot read ({err})") from None
+    return lines
+
+
+def read_parallel(src_path: str | Path, tgt_path: str | Path) -> list[tuple[str, str]]:
+    """Sentence pairs from two line-aligned files; their line counts must match."""
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
+        short, n = (src_path, len(src)) if len(src) < len(tgt) else (tgt_path, len(tgt))
+        raise DataError(
+            f"{short}:{n + 1}: line missing — {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}"
+        )
+    return list(zip(src, tgt))
+
+
+def load_pairs(split: str, src_lang: str, tgt_lang: str, corpus: str = "multi30k",
+               root: Path | None = None) -> list[tuple[str, str]]:
+    """Sentence pairs of one split, e.g. load_pairs("train", "en", "de")."""
+    return read_parallel(corpus_path(split, src_lang, corpus, root), corpus_path(split, tgt_lang, corpus, root))

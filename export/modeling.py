@@ -1,0 +1,508 @@
+"""PyTorch reference models for pyfastdec, with per-layer shapes.
+
+Two architectures share one set of building blocks:
+- "transformer": AT encoder-decoder; decoder self-attention is multi-head attention or an
+  SSRU (simpler simple recurrent unit), used by the verifier / teacher / students.
+- "nat-drafter": the GAD block drafter; its decoder sees BOS + accepted prefix + k <mask>
+  tokens, prefix positions attend causally, mask positions attend to everything, and the
+  k mask positions predict the next k target tokens at once.
+
+Parameter names (state_dict keys) are exactly the tensor names of export/FORMAT.md, so
+the writer dumps the state_dict as is. Every layer's head count and FFN size come from
+the config, so pruned models (different sizes per layer) load without special cases.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+NEG_INF = float("-inf")
+
+
+# ----------------------------------------------------------------------------- config
+@dataclass
+class LayerSpec:
+    heads: int
+    ffn: int
+
+
+@dataclass
+class ModelConfig:
+    """Everything config.json records about the network (see export/FORMAT.md)."""
+
+    arch: str = "transformer"  # "transformer" | "nat-drafter"
+    d_model: int = 256
+    head_dim: int = 64
+    vocab_size: int = 8000
+    norm: str = "pre"  # "pre" | "post"
+    activation: str = "relu"
+    encoder_layers: list[LayerSpec] = field(default_factory=list)
+    decoder_layers: list[LayerSpec] = field(default_factory=list)
+    decoder_self: str = "attention"  # "attention" | "ssru"
+    tokens: dict = field(default_factory=lambda: {"pad": 0, "unk": 1, "bos": 2, "eos": 3, "mask": 4})
+    max_source_len: int = 256
+    block_size: int | None = None  # drafter only: k
+    quantization: dict | None = None
+
+    def __post_init__(self):
+        self.encoder_layers = [l if isinstance(l, LayerSpec) else LayerSpec(**l) for l in self.encoder_layers]
+        self.decoder_layers = [l if isinstance(l, LayerSpec) else LayerSpec(**l) for l in self.decoder_layers]
+        if self.arch not in ("transformer", "nat-drafter"):
+            raise ValueError(f"arch {self.arch!r} is not 'transformer' or 'nat-drafter'")
+        if self.norm not in ("pre", "post"):
+            raise ValueError(f"norm {self.norm!r} is not 'pre' or 'post'")
+        if self.activation != "relu":
+            raise ValueError(f"activation {self.activation!r}: only 'relu' is supported")
+        if self.decoder_self not in ("attention", "ssru"):
+            raise ValueError(f"decoder self {self.decoder_self!r} is not 'attention' or 'ssru'")
+        if self.arch == "nat-drafter":
+            if self.decoder_self != "attention":
+                raise ValueError("nat-drafter needs an attention decoder (the block is bidirectional)")
+            if not self.block_size or self.block_size < 1:
+                raise ValueError("nat-drafter needs block_size >= 1")
+
+    @classmethod
+    def create(cls, d_model, heads, ffn, enc_layers, dec_layers, head_dim=None, **kw) -> "ModelConfig":
+        """Uniform shapes: every layer with `heads` heads and FFN size `ffn`."""
+        spec = lambda: LayerSpec(heads, ffn)  # noqa: E731
+        return cls(d_model=d_model, head_dim=head_dim or d_model // heads,
+                   encoder_layers=[spec() for _ in range(enc_layers)],
+                   decoder_layers=[spec() for _ in range(dec_layers)], **kw)
+
+    def to_json(self) -> dict:
+        out = {
+            "format": "fastdec", "version": 1, "arch": self.arch,
+            "d_model": self.d_model, "head_dim": self.head_dim, "vocab_size": self.vocab_size,
+            "norm": self.norm, "activation": self.activation,
+            "encoder": {"layers": [asdict(l) for l in self.encoder_layers]},
+            "decoder": {"self": self.decoder_self, "layers": [asdict(l) for l in self.decoder_layers]},
+            "tokens": dict(self.tokens), "max_source_len": self.max_source_len,
+        }
+        if self.arch == "nat-drafter":
+            out["block_size"] = self.block_size
+        out["quantization"] = self.quantization
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict, where: str = "config.json") -> "ModelConfig":
+        if obj.get("format") != "fastdec":
+            raise ValueError(f"{where}: field 'format' is {obj.get('format')!r}, expected 'fastdec'")
+        if obj.get("version") != 1:
+            raise ValueError(f"{where}: field 'version' is {obj.get('version')!r}; this reader knows version 1")
+        try:
+            return cls(
+                arch=obj["arch"], d_model=obj["d_model"], head_dim=obj["head_dim"],
+                vocab_size=obj["vocab_size"], norm=obj["norm"], activation=obj["activation"],
+                encoder_layers=obj["encoder"]["layers"], decoder_layers=obj["decoder"]["layers"],
+                decoder_self=obj["decoder"]["self"], tokens=obj["tokens"],
+                max_source_len=obj["max_source_len"], block_size=obj.get("block_size"),
+                quantization=obj.get("quantization"),
+            )
+        except KeyError as err:
+            raise ValueError(f"{where}: missing field {err}") from None
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{where}: {err}") from None
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2)
+
+
+# ----------------------------------------------------------------------------- helpers
+def fast_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """Inverted dropout with a cheap mask.
+
+    torch's CPU dropout draws one random number per element and took ~38% of a training
+    step here; drawing int64 words and reading them as 8 random bytes is ~10x cheaper.
+    p is quantised to 1/256, which is irrelevant for regularisation.
+    """
+    if not training or p <= 0.0:
+        return x
+    n = x.numel()
+    words = torch.empty((n + 7) // 8, dtype=torch.int64).random_(-(2**63), 2**63 - 1)
+    keep = words.view(torch.uint8)[:n].view(x.shape) >= int(round(p * 256))
+    return x * keep.to(x.dtype).mul_(1.0 / (1.0 - p))
+
+
+def sinusoidal_positions(positions: torch.Tensor, d_model: int) -> torch.Tensor:
+    """PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos(p / 10000^(2i/d)); any shape of p."""
+    i = torch.arange(0, d_model, 2, dtype=torch.float32, device=positions.device)
+    inv = torch.exp(-math.log(10000.0) * i / d_model)
+    angle = positions.to(torch.float32).unsqueeze(-1) * inv
+    pe = torch.stack([angle.sin(), angle.cos()], dim=-1)  # interleave sin/cos
+    return pe.flatten(-2)
+
+
+class MultiHeadAttention(nn.Module):
+    """q/k/v/o projections with heads*head_dim inner size; attention as plain matmuls.
+
+    Plain matmuls instead of scaled_dot_product_attention: the bf16 flash-attention
+    backward took 43% of a CPU training step.
+    """
+
+    def __init__(self, d_model: int, heads: int, head_dim: int, dropout: float = 0.0):
+        super().__init__()
+        inner = heads * head_dim
+        self.heads, self.head_dim, self.dropout = heads, head_dim, dropout
+        self.q = nn.Linear(d_model, inner)
+        self.k = nn.Linear(d_model, inner)
+        self.v = nn.Linear(d_model, inner)
+        self.o = nn.Linear(inner, d_model)
+
+    def split(self, x: torch.Tensor) -> torch.Tensor:  # [B,T,H*hd] -> [B,H,T,hd]
+        return x.view(x.shape[0], x.shape[1], self.heads, self.head_dim).transpose(1, 2)
+
+    def project_kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.split(self.k(x)), self.split(self.v(x))
+
+    def attend(self, q_in: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """q_in [B,Tq,d]; k,v [B,H,Tk,hd]; mask bool broadcastable to [B,H,Tq,Tk], True = may attend."""
+        q = self.split(self.q(q_in)) * (self.head_dim ** -0.5)
+        scores = torch.matmul(q, k.transpose(-1, -2)).float().masked_fill(~mask, NEG_INF)
+        probs = fast_dropout(scores.softmax(-1), self.dropout, self.training).to(v.dtype)
+        ctx = torch.matmul(probs, v).transpose(1, 2).flatten(2)
+        return self.o(ctx)
+
+    def forward(self, q_in, kv_in, mask):
+        k, v = self.project_kv(kv_in)
+        return self.attend(q_in, k, v, mask)
+
+
+class SSRU(nn.Module):
+    """x_t = W in_t; f_t = sigmoid(W_f in_t + b_f); c_t = f_t c_{t-1} + (1-f_t) x_t; h_t = ReLU(c_t)."""
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.w = nn.Linear(d_model, d_model, bias=False)
+        self.wf = nn.Linear(d_model, d_model)
+
+    def forward(self, x: torch.Tensor, c0: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """x [B,T,d] -> (h [B,T,d], c [B,T,d]); c0 [B,d] is the state before x (zeros if None)."""
+        # Both projections as one GEMM over the whole sequence; only the scan is sequential.
+        weight = torch.cat([self.w.weight, self.wf.weight], 0)
+        bias = torch.cat([torch.zeros_like(self.wf.bias), self.wf.bias], 0)
+        xw, fz = F.linear(x, weight, bias).float().chunk(2, dim=-1)
+        f = torch.sigmoid(fz)
+        u = (1.0 - f) * xw
+        c = torch.zeros_like(xw[:, 0]) if c0 is None else c0.float()
+        out = []
+        for t in range(x.shape[1]):  # ~30 steps in training; a cumprod form loses precision
+            c = f[:, t] * c + u[:, t]
+            out.append(c)
+        cs = torch.stack(out, 1)
+        return torch.relu(cs).to(x.dtype), cs
+
+
+class FFN(nn.Module):
+    def __init__(self, d_model: int, ffn: int, act_dropout: float = 0.0):
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, ffn)
+        self.fc2 = nn.Linear(ffn, d_model)
+        self.act_dropout = act_dropout
+
+    def forward(self, x):
+        return self.fc2(fast_dropout(torch.relu(self.fc1(x)), self.act_dropout, self.training))
+
+
+class Sublayer:
+    """Residual + layer norm around a sublayer, pre- or post-norm."""
+
+    @staticmethod
+    def run(x, ln: nn.LayerNorm, fn, pre: bool, dropout: float, training: bool):
+        if pre:
+            return x + fast_dropout(fn(ln(x)), dropout, training)
+        return ln(x + fast_dropout(fn(x), dropout, training))
+
+
+# ----------------------------------------------------------------------------- layers
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig, spec: LayerSpec, dropout: float, attn_dropout: float, act_dropout: float):
+        super().__init__()
+        d = cfg.d_model
+        self.self_attn = MultiHeadAttention(d, spec.heads, cfg.head_dim, attn_dropout)
+        self.ln_attn = nn.LayerNorm(d)
+        self.ffn = FFN(d, spec.ffn, act_dropout)
+        self.ln_ffn = nn.LayerNorm(d)
+        self.pre, self.dropout = cfg.norm == "pre", dropout
+
+    def forward(self, x, mask):
+        x = Sublayer.run(x, self.ln_attn, lambda h: self.self_attn(h, h, mask), self.pre, self.dropout, self.training)
+        return Sublayer.run(x, self.ln_ffn, self.ffn, self.pre, self.dropout, self.training)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig, spec: LayerSpec, dropout: float, attn_dropout: float, act_dropout: float):
+        super().__init__()
+        d = cfg.d_model
+        if cfg.decoder_self == "ssru":
+            self.ssru = SSRU(d)
+        else:
+            self.self_attn = MultiHeadAttention(d, spec.heads, cfg.head_dim, attn_dropout)
+        self.ln_self = nn.LayerNorm(d)
+        self.cross_attn = MultiHeadAttention(d, spec.heads, cfg.head_dim, attn_dropout)
+        self.ln_cross = nn.LayerNorm(d)
+        self.ffn = FFN(d, spec.ffn, act_dropout)
+        self.ln_ffn = nn.LayerNorm(d)
+        self.pre, self.dropout = cfg.norm == "pre", dropout
+        self.uses_ssru = cfg.decoder_self == "ssru"
+
+    def forward(self, x, self_mask, cross_kv, cross_mask, cache: "LayerCache | None" = None):
+        """x [B,T,d]. Without cache: full sequence (self_mask [.,T,T]). With cache: the T new
+        positions are appended to the cache and self_mask is [B,1,T,Tcap]."""
+
+        def self_fn(h):
+            if self.uses_ssru:
+                c0 = cache.ssru_state() if cache is not None else None
+                out, cs = self.ssru(h, c0)
+                if cache is not None:
+                    cache.write_ssru(cs)
+                return out
+            if cache is None:
+                return self.self_attn(h, h, self_mask)
+            k, v = self.self_attn.project_kv(h)
+            ks, vs = cache.write_kv(k, v)
+            return self.self_attn.attend(h, ks, vs, self_mask)
+
+        x = Sublayer.run(x, self.ln_self, self_fn, self.pre, self.dropout, self.training)
+        x = Sublayer.run(x, self.ln_cross, lambda h: self.cross_attn.attend(h, *cross_kv, cross_mask),
+                         self.pre, self.dropout, self.training)
+        return Sublayer.run(x, self.ln_ffn, self.ffn, self.pre, self.dropout, self.training)
+
+
+# ----------------------------------------------------------------------------- incremental state
+class LayerCache:
+    """One decoder layer's self-attention K/V (or SSRU c) per position, per row.
+
+    Rows may hold different numbers of positions (`lengths`), so new entries are
+    scattered at each row's own offset; entries past a row's length are stale and masked.
+    Keeping c for every position makes rolling an SSRU back as cheap as a KV cache.
+    """
+
+    def __init__(self, owner: "DecoderCache"):
+        self.owner = owner
+        self.k = self.v = self.c = None
+
+    def _ensure(self, name, shape_tail, dtype):
+        cap = self.owner.capacity
+        cur = getattr(self, name)
+        b = self.owner.lengths.shape[0]
+        if cur is None:
+            cur = torch.zeros((b, cap) + tuple(shape_tail), dtype=dtype)
+        elif cur.shape[1] < cap:
+            cur = torch.cat([cur, cur.new_zeros((b, cap - cur.shape[1]) + tuple(shape_tail))], 1)
+        setattr(self, name, cur)
+        return cur
+
+    def write_kv(self, k, v):
+        """k, v [B,H,n,hd] of the new positions -> full caches [B,H,Tcap,hd]."""
+        b, h, n, hd = k.shape
+        kc = self._ensure("k", (h, hd), k.dtype)
+        vc = self._ensure("v", (h, hd), v.dtype)
+        rows, pos = self.owner.write_index(n)
+        kc[rows, pos] = k.transpose(1, 2)
+        vc[rows, pos] = v.transpose(1, 2)
+        return kc.transpose(1, 2), vc.transpose(1, 2)
+
+    def ssru_state(self):
+        d = self.owner.d_model
+        cc = self._ensure("c", (d,), torch.float32)
+        last = (self.owner.lengths - 1).clamp(min=0)
+        state = cc[torch.arange(cc.shape[0]), last]
+        return torch.where((self.owner.lengths > 0).unsqueeze(-1), state, torch.zeros_like(state))
+
+    def write_ssru(self, cs):
+        rows, pos = self.owner.write_index(cs.shape[1])
+        self.c[rows, pos] = cs
+
+    def select(self, rows):
+        for name in ("k", "v", "c"):
+            t = getattr(self, name)
+            if t is not None:
+                setattr(self, name, t[rows])
+
+
+class DecoderCache:
+    """Decoder state of a batch: per-layer caches, cross-attention K/V, per-row lengths.
+
+    lengths[b] = number of decoder positions held for row b, BOS included.
+    """
+
+    def __init__(self, model: "Seq2Seq", memory: torch.Tensor, src_keep: torch.Tensor):
+        self.d_model = model.cfg.d_model
+        self.lengths = torch.zeros(memory.shape[0], dtype=torch.long)
+        self.capacity = 0
+        self.src_keep = src_keep
+        self.cross = [layer.cross_attn.project_kv(memory) for layer in model.decoder.layers]
+        self.layers = [LayerCache(self) for _ in model.decoder.layers]
+
+    def reserve(self, n: int):
+        need = int(self.lengths.max()) + n if self.lengths.numel() else n
+        if need > self.capacity:
+            self.capacity = max(need, 2 * self.capacity, 16)
+
+    def write_index(self, n: int):
+        rows = torch.arange(self.lengths.shape[0]).unsqueeze(1)
+        return rows, self.lengths.unsqueeze(1) + torch.arange(n)
+
+    def self_mask(self, n: int) -> torch.Tensor:
+        """[B,1,n,Tcap]: new position i of row b (absolute lengths[b]+i) sees keys 0..lengths[b]+i."""
+        _, pos = self.write_index(n)
+        return (torch.arange(self.capacity).view(1, 1, -1) <= pos.unsqueeze(-1)).unsqueeze(1)
+
+    def truncate(self, lengths: torch.Tensor):
+        lengths = torch.as_tensor(lengths, dtype=torch.long)
+        if bool((lengths > self.lengths).any()) or bool((lengths < 0).any()):
+            raise ValueError(f"truncate: lengths {lengths.tolist()} outside 0..{self.lengths.tolist()}")
+        self.lengths = lengths.clone()
+
+    def select(self, rows: torch.Tensor):
+        rows = torch.as_tensor(rows, dtype=torch.long)
+        self.lengths = self.lengths[rows]
+        self.src_keep = self.src_keep[rows]
+        self.cross = [(k[rows], v[rows]) for k, v in self.cross]
+        for layer in self.layers:
+            layer.select(rows)
+
+
+# ----------------------------------------------------------------------------- model
+class Encoder(nn.Module):
+    def __init__(self, cfg, dropout, attn_dropout, act_dropout):
+        super().__init__()
+        self.layers = nn.ModuleList(EncoderLayer(cfg, s, dropout, attn_dropout, act_dropout) for s in cfg.encoder_layers)
+        if cfg.norm == "pre":
+            self.final_ln = nn.LayerNorm(cfg.d_model)
+
+    def forward(self, x, mask):
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.final_ln(x) if hasattr(self, "final_ln") else x
+
+
+class Decoder(nn.Module):
+    def __init__(self, cfg, dropout, attn_dropout, act_dropout):
+        super().__init__()
+        self.layers = nn.ModuleList(DecoderLayer(cfg, s, dropout, attn_dropout, act_dropout) for s in cfg.decoder_layers)
+        if cfg.norm == "pre":
+            self.final_ln = nn.LayerNorm(cfg.d_model)
+
+    def forward(self, x, self_mask, memory_or_cross, cross_mask, cache: DecoderCache | None = None):
+        for i, layer in enumerate(self.layers):
+            cross_kv = cache.cross[i] if cache is not None else layer.cross_attn.project_kv(memory_or_cross)
+            x = layer(x, self_mask, cross_kv, cross_mask, cache.layers[i] if cache is not None else None)
+        return self.final_ln(x) if hasattr(self, "final_ln") else x
+
+
+class Output(nn.Module):
+    """The output bias; the output weight is the tied embedding matrix."""
+
+    def __init__(self, vocab_size: int):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(vocab_size))
+
+
+class Seq2Seq(nn.Module):
+    """Encoder-decoder with one embedding matrix tied across source, target and output."""
+
+    def __init__(self, cfg: ModelConfig, dropout: float = 0.0, attn_dropout: float = 0.0, act_dropout: float = 0.0):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        nn.init.normal_(self.embed.weight, std=cfg.d_model ** -0.5)
+        self.output = Output(cfg.vocab_size)
+        self.encoder = Encoder(cfg, dropout, attn_dropout, act_dropout)
+        self.decoder = Decoder(cfg, dropout, attn_dropout, act_dropout)
+        self.dropout = dropout
+        for name, p in self.named_parameters():
+            if p.dim() == 2 and not name.startswith("embed"):
+                nn.init.xavier_uniform_(p)
+        self.pad, self.bos, self.eos = cfg.tokens["pad"], cfg.tokens["bos"], cfg.tokens["eos"]
+        self.mask_id = cfg.tokens["mask"]
+
+    # -- embeddings and output
+    def embed_tokens(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids) * math.sqrt(self.cfg.d_model) + sinusoidal_positions(positions, self.cfg.d_model)
+        return fast_dropout(x, self.dropout, self.training)
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        return F.linear(h, self.embed.weight, self.output.bias)
+
+    # -- encoder
+    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """src [B,S] (pad-padded) -> (memory [B,S,d], src_keep [B,S] bool)."""
+        keep = src != self.pad
+        pos = torch.arange(src.shape[1]).expand_as(src)
+        memory = self.encoder(self.embed_tokens(src, pos), keep[:, None, None, :])
+        return memory, keep
+
+    # -- full-sequence decoder (training, reference)
+    def decode_full(self, tgt_in: torch.Tensor, memory, src_keep, self_mask: torch.Tensor | None = None):
+        """tgt_in [B,T] starting with BOS -> hidden [B,T,d]. Causal unless self_mask is given."""
+        t = tgt_in.shape[1]
+        if self_mask is None:
+            self_mask = torch.ones(t, t, dtype=torch.bool).tril()[None, None]
+        pos = torch.arange(t).expand_as(tgt_in)
+        return self.decoder(self.embed_tokens(tgt_in, pos), self_mask, memory, src_keep[:, None, None, :])
+
+    def forward(self, src, tgt_in, self_mask=None):
+        memory, keep = self.encode(src)
+        return self.logits(self.decode_full(tgt_in, memory, keep, self_mask))
+
+    # -- incremental decoder (reference decoding and the torch backend)
+    def start_cache(self, memory, src_keep) -> DecoderCache:
+        return DecoderCache(self, memory, src_keep)
+
+    def decode_step(self, tokens: torch.Tensor, cache: DecoderCache) -> torch.Tensor:
+        """Append tokens [B,n] to every row (row b at its own offset) -> hidden [B,n,d]."""
+        if self.cfg.arch != "transformer":
+            raise ValueError("decode_step is for autoregressive models; a drafter uses draft_block")
+        n = tokens.shape[1]
+        cache.reserve(n)
+        _, pos = cache.write_index(n)
+        x = self.embed_tokens(tokens, pos)
+        h = self.decoder(x, cache.self_mask(n), None, cache.src_keep[:, None, None, :], cache)
+        cache.lengths = cache.lengths + n
+        return h
+
+    # -- drafter
+    @staticmethod
+    def block_mask(prefix_lens: torch.Tensor, k: int, length: int) -> torch.Tensor:
+        """[B,1,L,L] for inputs laid out as BOS, prefix (m_b tokens), k masks, padding.
+
+        Prefix positions (incl. BOS) attend causally among themselves, so an engine can
+        cache them; the k mask positions attend to the whole prefix and all k masks;
+        padding positions only see BOS (keeps softmax finite, their output is unused).
+        """
+        i = torch.arange(length).view(1, -1, 1)
+        j = torch.arange(length).view(1, 1, -1)
+        p = (prefix_lens + 1).view(-1, 1, 1)  # BOS + prefix
+        causal_prefix = (i < p) & (j <= i)
+        block = (i >= p) & (i < p + k) & (j < p + k)
+        pad = (i >= p + k) & (j == 0)
+        return (causal_prefix | block | pad).unsqueeze(1)
+
+    @staticmethod
+    def block_inputs(prefixes: list[list[int]], k: int, bos: int, mask_id: int, pad: int):
+        """Pad-right batch of BOS + prefix + k masks; returns (ids [B,L], prefix_lens [B])."""
+        lens = torch.tensor([len(p) for p in prefixes], dtype=torch.long)
+        length = int(lens.max()) + 1 + k if len(prefixes) else 1 + k
+        ids = torch.full((len(prefixes), length), pad, dtype=torch.long)
+        for b, p in enumerate(prefixes):
+            ids[b, : 1 + len(p) + k] = torch.tensor([bos] + list(p) + [mask_id] * k)
+        return ids, lens
+
+    def draft_logits(self, memory, src_keep, prefixes: list[list[int]], k: int | None = None) -> torch.Tensor:
+        """Logits [B,k,V] of the k mask positions, i.e. the next k target tokens."""
+        k = k or self.cfg.block_size
+        ids, lens = self.block_inputs(prefixes, k, self.bos, self.mask_id, self.pad)
+        h = self.decode_full(ids, memory, src_keep, self.block_mask(lens, k, ids.shape[1]))
+        idx = (lens + 1).unsqueeze(1) + torch.arange(k)
+        h = h[torch.arange(h.shape[0]).unsqueeze(1), idx]
+        return self.logits(h)
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
