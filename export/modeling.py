@@ -182,10 +182,14 @@ class SSRU(nn.Module):
 
     def forward(self, x: torch.Tensor, c0: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """x [B,T,d] -> (h [B,T,d], c [B,T,d]); c0 [B,d] is the state before x (zeros if None)."""
-        # Both projections as one GEMM over the whole sequence; only the scan is sequential.
-        weight = torch.cat([self.w.weight, self.wf.weight], 0)
-        bias = torch.cat([torch.zeros_like(self.wf.bias), self.wf.bias], 0)
-        xw, fz = F.linear(x, weight, bias).float().chunk(2, dim=-1)
+        if self.w._forward_pre_hooks or self.wf._forward_pre_hooks:
+            # Calibration / simulated int8 hooks must see each linear's own call.
+            xw, fz = self.w(x).float(), self.wf(x).float()
+        else:
+            # Both projections as one GEMM over the whole sequence; only the scan is sequential.
+            weight = torch.cat([self.w.weight, self.wf.weight], 0)
+            bias = torch.cat([torch.zeros_like(self.wf.bias), self.wf.bias], 0)
+            xw, fz = F.linear(x, weight, bias).float().chunk(2, dim=-1)
         f = torch.sigmoid(fz)
         u = (1.0 - f) * xw
         c = torch.zeros_like(xw[:, 0]) if c0 is None else c0.float()
@@ -360,12 +364,29 @@ class DecoderCache:
         self.lengths = lengths.clone()
 
     def select(self, rows: torch.Tensor):
+        """Keep only `rows` (in that order), in place."""
         rows = torch.as_tensor(rows, dtype=torch.long)
         self.lengths = self.lengths[rows]
         self.src_keep = self.src_keep[rows]
         self.cross = [(k[rows], v[rows]) for k, v in self.cross]
         for layer in self.layers:
             layer.select(rows)
+
+    def selected(self, rows: torch.Tensor) -> "DecoderCache":
+        """A new cache holding `rows` of this one; this cache is left unchanged."""
+        rows = torch.as_tensor(rows, dtype=torch.long)
+        new = object.__new__(DecoderCache)
+        new.d_model, new.capacity = self.d_model, self.capacity
+        new.lengths, new.src_keep = self.lengths[rows], self.src_keep[rows]
+        new.cross = [(k[rows], v[rows]) for k, v in self.cross]
+        new.layers = []
+        for layer in self.layers:
+            copy = LayerCache(new)
+            for name in ("k", "v", "c"):
+                t = getattr(layer, name)
+                setattr(copy, name, None if t is None else t[rows])
+            new.layers.append(copy)
+        return new
 
 
 # ----------------------------------------------------------------------------- model

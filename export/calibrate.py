@@ -1,0 +1,53 @@
+"""Offline calibration of int8 activation multipliers (Edinburgh WMT22 recipe).
+
+For the input A of every quantized linear, run the float model teacher-forced over a
+calibration set in batches, record max|A| per batch, and store the multiplier
+127 / (mean + 1.1 * std) of those maxima: a little above the typical maximum, so most
+batches are not clipped while rare outliers do not waste the int8 range.
+"""
+from __future__ import annotations
+
+import torch
+
+from .decode import pad_batch
+from .modeling import Seq2Seq
+from .writer import quantized_linears
+
+
+@torch.no_grad()
+def calibrate(model: Seq2Seq, pairs: list[tuple[list[int], list[int]]], batch_size: int = 16) -> dict[str, float]:
+    """pairs: (source ids, target ids), without BOS/EOS. Returns linear name -> multiplier."""
+    model.eval()
+    names = quantized_linears(model)
+    modules = dict(model.named_modules())
+    maxima: dict[str, list[float]] = {n: [] for n in names}
+    current: dict[str, float] = {}
+
+    def make_hook(name):
+        def hook(_mod, args):
+            current[name] = max(current.get(name, 0.0), float(args[0].abs().max()))
+        return hook
+
+    handles = [modules[n].register_forward_pre_hook(make_hook(n)) for n in names]
+    try:
+        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]))  # little padding per batch
+        for i in range(0, len(order), batch_size):
+            chunk = [pairs[j] for j in order[i : i + batch_size]]
+            src = pad_batch([s + [model.eos] for s, _ in chunk], model.pad)
+            tgt_in = pad_batch([[model.bos] + t for _, t in chunk], model.pad)
+            current.clear()
+            model(src, tgt_in)
+            for n in names:
+                if n in current:
+                    maxima[n].append(current[n])
+    finally:
+        for h in handles:
+            h.remove()
+    scales = {}
+    for n in names:
+        vals = torch.tensor(maxima[n], dtype=torch.float64)
+        if vals.numel() == 0:
+            raise ValueError(f"calibration never reached linear {n}")
+        std = vals.std(unbiased=False) if vals.numel() > 1 else torch.tensor(0.0, dtype=torch.float64)
+        scales[n] = float(127.0 / max(float(vals.mean() + 1.1 * std), 1e-12))
+    return scales

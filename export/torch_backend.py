@@ -1,0 +1,122 @@
+"""The `torch` backend: the reference implementation of pyfastdec's Backend protocol.
+
+Wraps an export.modeling.Seq2Seq (float32; int8 model directories are dequantised by the
+reader, optionally with simulated activation quantisation) so every decoding strategy can
+be checked against plain PyTorch. Semantics of positions, lengths and `want`: see
+pyfastdec/backends/base.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pyfastdec.backends.base import Draft, StepOut, Want
+
+from .decode import pad_batch
+from .modeling import DecoderCache, Seq2Seq
+
+
+@dataclass
+class TorchMemory:
+    memory: torch.Tensor  # [rows, S, d]
+    keep: torch.Tensor  # [rows, S] bool, False at padding
+
+
+@dataclass
+class TorchState:
+    cache: DecoderCache
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self.cache.lengths.numpy().copy()
+
+
+class TorchBackend:
+    def __init__(self, model: Seq2Seq):
+        self.model = model.eval()
+        cfg = model.cfg
+        self.tokens = dict(cfg.tokens)
+        self.vocab_size = cfg.vocab_size
+        self.arch = cfg.arch
+        self.block_size = cfg.block_size
+
+    @classmethod
+    def from_dir(cls, path: str | Path, simulate_int8: bool = False) -> "TorchBackend":
+        from .writer import read_model_dir
+
+        model, _ = read_model_dir(path, simulate_int8=simulate_int8)
+        return cls(model)
+
+    # ---- protocol
+    @torch.no_grad()
+    def encode(self, src_ids: list[list[int]]) -> TorchMemory:
+        if not src_ids:
+            raise ValueError("encode: empty batch")
+        for i, s in enumerate(src_ids):
+            if len(s) == 0:
+                raise ValueError(f"encode: source row {i} is empty (it must at least hold EOS)")
+        memory, keep = self.model.encode(pad_batch([list(map(int, s)) for s in src_ids], self.model.pad))
+        return TorchMemory(memory, keep)
+
+    def start(self, memory: TorchMemory) -> TorchState:
+        self._require_ar("start")
+        return TorchState(self.model.start_cache(memory.memory, memory.keep))
+
+    @torch.no_grad()
+    def step(self, state: TorchState, tokens: np.ndarray, want: Want = Want()) -> StepOut:
+        self._require_ar("step")
+        tokens = np.asarray(tokens)
+        rows = state.cache.lengths.shape[0]
+        if tokens.ndim != 2 or tokens.shape[0] != rows:
+            raise ValueError(f"step: tokens must be [rows={rows}, n], got shape {tokens.shape}")
+        h = self.model.decode_step(torch.from_numpy(tokens.astype(np.int64)), state.cache)
+        logp = torch.log_softmax(self.model.logits(h).float(), dim=-1)
+        return self._outputs(logp, want)
+
+    def truncate(self, state: TorchState, lengths: np.ndarray) -> TorchState:
+        state.cache.truncate(torch.as_tensor(np.asarray(lengths), dtype=torch.long))
+        return state
+
+    def select(self, state_or_memory, rows: np.ndarray):
+        idx = torch.as_tensor(np.asarray(rows), dtype=torch.long)
+        if isinstance(state_or_memory, TorchMemory):
+            return TorchMemory(state_or_memory.memory[idx], state_or_memory.keep[idx])
+        if isinstance(state_or_memory, TorchState):
+            return TorchState(state_or_memory.cache.selected(idx))
+        raise TypeError(f"select: expected TorchState or TorchMemory, got {type(state_or_memory).__name__}")
+
+    @torch.no_grad()
+    def draft(self, memory: TorchMemory, prefix: list[list[int]], k: int | None = None) -> Draft:
+        if self.arch != "nat-drafter":
+            raise ValueError(f"draft: this backend holds a {self.arch!r} model, not a 'nat-drafter'")
+        if len(prefix) != memory.memory.shape[0]:
+            raise ValueError(f"draft: {len(prefix)} prefixes for {memory.memory.shape[0]} memory rows")
+        k = k or self.block_size
+        logits = self.model.draft_logits(memory.memory, memory.keep, [list(map(int, p)) for p in prefix], k)
+        best = torch.log_softmax(logits.float(), dim=-1).max(-1)
+        return Draft(best.indices.numpy().astype(np.int64), best.values.numpy().astype(np.float32))
+
+    # ---- helpers
+    def _require_ar(self, what: str):
+        if self.arch != "transformer":
+            raise ValueError(f"{what}: a {self.arch!r} model has no incremental decoder; use draft()")
+
+    @staticmethod
+    def _outputs(logp: torch.Tensor, want: Want) -> StepOut:
+        out = StepOut()
+        if want.argmax:
+            out.argmax = logp.argmax(-1).numpy().astype(np.int64)
+        if want.topk:
+            v, i = logp.topk(want.topk, dim=-1)
+            out.topk_ids, out.topk_logprobs = i.numpy().astype(np.int64), v.numpy().astype(np.float32)
+        if want.ids is not None:
+            ids = torch.as_tensor(np.asarray(want.ids), dtype=torch.long)
+            if ids.shape != logp.shape[:2]:
+                raise ValueError(f"step: want.ids must be [rows, n] = {tuple(logp.shape[:2])}, got {tuple(ids.shape)}")
+            out.id_logprobs = logp.gather(-1, ids.unsqueeze(-1)).squeeze(-1).numpy().astype(np.float32)
+        if want.logprobs:
+            out.logprobs = logp.numpy().astype(np.float32)
+        return out

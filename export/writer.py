@@ -1,0 +1,167 @@
+"""Write and read pyfastdec model directories (config.json, model.safetensors, spm.model).
+
+The tensor names and layouts are those of export/FORMAT.md, which are the state_dict
+names of export.modeling, so writing is a plain dump. int8 export replaces each linear
+weight of the encoder and decoder layers by `<linear>.weight` int8 [out, in] plus
+`<linear>.weight_scale` float32 [out] (w ~= int8 * scale) and records the calibrated
+activation multipliers in config.json "quantization".
+
+The reader refuses, naming the file and field or tensor, anything it does not
+understand: unknown format/version, missing or unexpected tensors, wrong shape or dtype.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from .modeling import ModelConfig, Seq2Seq
+from .vocab import load_vocab
+
+CONFIG, WEIGHTS, SPM = "config.json", "model.safetensors", "spm.model"
+ACT_STAT = "127 / (mean + 1.1 * std) of the per-batch max|A| of the linear's input"
+
+
+def quantized_linears(model: Seq2Seq) -> list[str]:
+    """Names (without .weight) of the linears stored as int8: every nn.Linear inside the
+    encoder/decoder layers. The tied embedding/output matrix stays float32."""
+    return [name for name, mod in model.named_modules()
+            if isinstance(mod, torch.nn.Linear) and (name.startswith("encoder.") or name.startswith("decoder."))]
+
+
+def quantize_weight(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per output row: multiplier 127/max|w_row|; q = clamp(round(w * mult), ±127); scale = 1/mult."""
+    amax = w.abs().amax(dim=1).clamp(min=1e-12)
+    mult = 127.0 / amax
+    q = torch.clamp(torch.round(w * mult[:, None]), -127, 127).to(torch.int8)
+    return q, (1.0 / mult).to(torch.float32)
+
+
+def expected_tensors(cfg: ModelConfig) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    """Name -> (shape, dtype) every model.safetensors of this config must hold exactly."""
+    model = Seq2Seq(cfg)
+    out = {k: (tuple(v.shape), torch.float32) for k, v in model.state_dict().items()}
+    if cfg.quantization:
+        for lin in quantized_linears(model):
+            shape = out[f"{lin}.weight"][0]
+            out[f"{lin}.weight"] = (shape, torch.int8)
+            out[f"{lin}.weight_scale"] = ((shape[0],), torch.float32)
+    return out
+
+
+def write_model_dir(model: Seq2Seq, spm_model: bytes | str | Path, out: str | Path,
+                    act_scales: dict[str, float] | None = None, int8: bool = False,
+                    calibration: dict | None = None) -> Path:
+    """Write a model directory. int8=True needs act_scales for every quantized linear."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = ModelConfig.from_json(model.cfg.to_json())
+    tensors = {k: v.detach().to(torch.float32).contiguous().clone() for k, v in model.state_dict().items()}
+    if int8:
+        linears = quantized_linears(model)
+        missing = [l for l in linears if l not in (act_scales or {})]
+        if missing:
+            raise ValueError(f"int8 export: no activation scale for {missing[:3]}... ({len(missing)} missing)")
+        for lin in linears:
+            q, scale = quantize_weight(tensors[f"{lin}.weight"])
+            tensors[f"{lin}.weight"], tensors[f"{lin}.weight_scale"] = q, scale
+        cfg.quantization = {
+            "weights": "int8", "weight_scale": "per_output_channel",
+            "activations": "int8_static_per_tensor",
+            "activation_scales": {l: float(act_scales[l]) for l in linears},
+            "calibration": dict(calibration or {}, statistic=ACT_STAT),
+        }
+    else:
+        cfg.quantization = None
+    save_file(tensors, str(out / WEIGHTS), metadata={"format": "fastdec", "version": "1"})
+    (out / CONFIG).write_text(cfg.dumps() + "\n")
+    if isinstance(spm_model, (bytes, bytearray)):
+        (out / SPM).write_bytes(spm_model)
+    else:
+        shutil.copyfile(spm_model, out / SPM)
+    load_vocab(out / SPM)  # refuses a vocabulary with other special ids
+    return out
+
+
+def read_config(path: str | Path) -> ModelConfig:
+    file = Path(path) / CONFIG
+    if not file.is_file():
+        raise ValueError(f"{file}: missing")
+    try:
+        obj = json.loads(file.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{file}: not valid JSON ({err})") from None
+    cfg = ModelConfig.from_json(obj, where=str(file))
+    q = cfg.quantization
+    if q is not None:
+        if q.get("weights") != "int8" or q.get("weight_scale") != "per_output_channel":
+            raise ValueError(f"{file}: field 'quantization' has weights={q.get('weights')!r}, "
+                             f"weight_scale={q.get('weight_scale')!r}; known: int8 / per_output_channel")
+        if not isinstance(q.get("activation_scales"), dict):
+            raise ValueError(f"{file}: field 'quantization.activation_scales' missing")
+    return cfg
+
+
+def read_model_dir(path: str | Path, simulate_int8: bool = False) -> tuple[Seq2Seq, Path]:
+    """Load a model directory into a float32 Seq2Seq (int8 weights dequantised).
+
+    simulate_int8: also round each quantized linear's input to its int8 grid
+    (clamp(round(x * m), ±127) / m), as the engine's int8 GEMM sees it.
+    """
+    path = Path(path)
+    cfg = read_config(path)
+    wfile = path / WEIGHTS
+    if not wfile.is_file():
+        raise ValueError(f"{wfile}: missing")
+    try:
+        tensors = load_file(str(wfile))
+    except (SafetensorError, OSError) as err:
+        raise ValueError(f"{wfile}: unreadable ({err})") from None
+    expected = expected_tensors(cfg)
+    for name, (shape, dtype) in expected.items():
+        if name not in tensors:
+            raise ValueError(f"{wfile}: missing tensor {name}")
+        t = tensors[name]
+        if tuple(t.shape) != shape or t.dtype != dtype:
+            raise ValueError(f"{wfile}: tensor {name} is {t.dtype} {list(t.shape)}, expected {dtype} {list(shape)}")
+    extra = sorted(set(tensors) - set(expected))
+    if extra:
+        raise ValueError(f"{wfile}: unexpected tensor {extra[0]} ({len(extra)} unexpected)")
+    model = Seq2Seq(cfg)
+    state = {}
+    for name, t in tensors.items():
+        if name.endswith(".weight_scale"):
+            continue
+        if t.dtype == torch.int8:
+            t = t.to(torch.float32) * tensors[name + "_scale"][:, None]
+        state[name] = t
+    model.load_state_dict(state)
+    spm_file = path / SPM
+    if not spm_file.is_file():
+        raise ValueError(f"{spm_file}: missing")
+    sp = load_vocab(spm_file)
+    if sp.vocab_size() != cfg.vocab_size:
+        raise ValueError(f"{spm_file}: {sp.vocab_size()} pieces, but {path / CONFIG} field 'vocab_size' is {cfg.vocab_size}")
+    if simulate_int8:
+        if not cfg.quantization:
+            raise ValueError(f"{path / CONFIG}: simulate_int8 asked for a model without quantization")
+        attach_activation_quant(model, cfg.quantization["activation_scales"])
+    return model.eval(), spm_file
+
+
+def attach_activation_quant(model: Seq2Seq, scales: dict[str, float]) -> None:
+    """Forward pre-hooks that put every quantized linear's input on its int8 grid."""
+    modules = dict(model.named_modules())
+    for name, mult in scales.items():
+        if name not in modules:
+            raise ValueError(f"quantization.activation_scales: no linear named {name}")
+
+        def hook(_mod, args, mult=float(mult)):
+            x = args[0]
+            return (torch.clamp(torch.round(x * mult), -127, 127) / mult,) + tuple(args[1:])
+
+        modules[name].register_forward_pre_hook(hook)

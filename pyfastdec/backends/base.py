@@ -1,0 +1,104 @@
+"""The Backend protocol every decoding strategy is written against (pure numpy).
+
+A backend holds one model (verifier, student or drafter). Strategies only call the
+methods below, so a new backend (native int8 engine, torch reference, onnxruntime) gets
+every strategy for free, and the torch backend can check every strategy against the
+native one.
+
+Decoder positions and the "pending" token
+-----------------------------------------
+Position 0 of every target sequence is BOS. A State holds the decoder positions already
+run through the model; `lengths[b]` is how many positions row b holds, BOS INCLUDED.
+`start(memory)` returns a state holding no positions yet (lengths 0), positioned at BOS:
+the first `step` of every row feeds BOS itself. `step(state, tokens[rows, n])` appends
+the n tokens at positions lengths[b] .. lengths[b]+n-1 and returns, for each of them, the
+distribution of the token that FOLLOWS it. So
+  greedy:     step([[BOS]]) -> y1; step([[y1]]) -> y2; ...            (n = 1)
+  verify:     with accepted prefix BOS y1..ym held up to y(m-1), step([[ym, d1..dk]])
+              scores d1..dk and gives a bonus prediction after dk         (n = k + 1)
+  roll back:  truncate(state, lengths) keeps the first lengths[b] positions of row b
+              (BOS included), e.g. m + 1 + j after accepting j draft tokens; positions
+              past it leave no trace in later steps.
+`lengths` may differ per row; rows never wait for each other.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+Memory = Any  # backend-specific encoder output for a batch of rows
+State = Any  # backend-specific decoder state (KV caches / SSRU states + lengths)
+
+
+@dataclass(frozen=True)
+class Want:
+    """What `step` should return for every appended position.
+
+    argmax:   the top-1 id                                  -> StepOut.argmax [rows, n]
+    topk:     k > 0: the k best ids and their log-probs     -> StepOut.topk_ids / topk_logprobs [rows, n, k]
+    ids:      int array [rows, n]: log-prob of these ids    -> StepOut.id_logprobs [rows, n]
+              (e.g. the draft tokens: ids[:, i] is scored at position i, so for
+              verification pass the tokens shifted left by one)
+    logprobs: the full log-softmax over the vocabulary      -> StepOut.logprobs [rows, n, V]
+    Log-probs are natural-log softmax over the full output layer (or the shortlist, if
+    the backend uses one; ids outside it get -inf).
+    """
+
+    argmax: bool = True
+    topk: int = 0
+    ids: np.ndarray | None = None
+    logprobs: bool = False
+
+
+@dataclass
+class StepOut:
+    """Per-position results of one `step`; fields not asked for are None."""
+
+    argmax: np.ndarray | None = None  # int64   [rows, n]
+    topk_ids: np.ndarray | None = None  # int64   [rows, n, k], best first
+    topk_logprobs: np.ndarray | None = None  # float32 [rows, n, k]
+    id_logprobs: np.ndarray | None = None  # float32 [rows, n]
+    logprobs: np.ndarray | None = None  # float32 [rows, n, V]
+
+
+@dataclass
+class Draft:
+    """A drafter's block proposal: k ids per row and their drafter log-probs."""
+
+    ids: np.ndarray  # int64   [rows, k]
+    logprobs: np.ndarray  # float32 [rows, k]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """One model behind the calls every decoding strategy uses.
+
+    Attributes: `tokens` = {"pad", "unk", "bos", "eos", "mask"} ids, `vocab_size`,
+    `arch` ("transformer" or "nat-drafter"), `block_size` (drafters; else None).
+    Source ids given to `encode` are sentencepiece ids followed by EOS.
+    """
+
+    tokens: dict[str, int]
+    vocab_size: int
+    arch: str
+    block_size: int | None
+
+    def encode(self, src_ids: list[list[int]]) -> Memory:
+        """Run the encoder over a batch (one row per source)."""
+
+    def start(self, memory: Memory) -> State:
+        """A decoder state with no positions for every row of `memory`; feed BOS first."""
+
+    def step(self, state: State, tokens: np.ndarray, want: Want) -> StepOut:
+        """Append tokens [rows, n] to every row in ONE causal pass; results per position."""
+
+    def truncate(self, state: State, lengths: np.ndarray) -> State:
+        """Keep the first lengths[b] positions (BOS included) of row b; returns `state`."""
+
+    def select(self, state_or_memory: State | Memory, rows: np.ndarray) -> State | Memory:
+        """A new state (or memory) holding only the given rows, in the given order."""
+
+    def draft(self, memory: Memory, prefix: list[list[int]], k: int) -> Draft:
+        """Drafters only: the next k tokens after each row's accepted prefix (no BOS)."""
