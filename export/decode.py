@@ -66,18 +66,20 @@ def greedy(model: Seq2Seq, sources: list[list[int]], batch_size: int = 64, max_l
 
 @torch.no_grad()
 def beam_search(model: Seq2Seq, sources: list[list[int]], beam: int = 5, batch_size: int = 16,
-                max_len: int | None = None, length_penalty: float = 1.0) -> list[list[int]]:
+                max_len: int | None = None, length_penalty: float = 1.0, return_scores: bool = False):
     """Beam search with length normalisation: score = sum log p / len^length_penalty
     (len counts EOS). Finished hypotheses leave the beam; a sentence stops when its best
     finished score beats what any live hypothesis could still reach (scores only fall).
+    Returns the best hypotheses, with return_scores also their normalised scores.
     """
     model.eval()
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     results: list[list[int]] = [[] for _ in sources]
+    scores = [0.0 for _ in sources]
     for idx in _batches(len(sources), order, batch_size):
-        for i, hyp in zip(idx, _beam_batch(model, [sources[i] for i in idx], beam, max_len, length_penalty)):
-            results[i] = hyp
-    return results
+        for i, (score, hyp) in zip(idx, _beam_batch(model, [sources[i] for i in idx], beam, max_len, length_penalty)):
+            results[i], scores[i] = hyp, score
+    return (results, scores) if return_scores else results
 
 
 def _beam_batch(model, sources, beam, max_len, alpha):
@@ -107,21 +109,20 @@ def _beam_batch(model, sources, beam, max_len, alpha):
             if not active[s]:
                 continue
             filled = 0
-            for sc, ix in zip(top_scores[s].tolist(), top_idx[s].tolist()):
-                if sc == float("-inf"):
+            for rank, (sc, ix) in enumerate(zip(top_scores[s].tolist(), top_idx[s].tolist())):
+                if sc == float("-inf") or filled == beam:
                     break
                 parent, tok = divmod(ix, vocab)
                 seq = hyps[s][parent]
                 if tok == model.eos:
-                    if len(finished[s]) < beam:
+                    # As in fairseq: an EOS candidate finishes only if it ranks within the
+                    # beam; so beam 1 is exactly greedy.
+                    if rank < beam:
                         finished[s].append((sc / (len(seq) + 1) ** alpha, seq))
                     continue
-                if filled < beam:
-                    new_scores[s, filled], parents[s, filled], new_tokens[s, filled] = sc, parent, tok
-                    new_hyps[s][filled] = seq + [tok]
-                    filled += 1
-                if filled == beam and len(finished[s]) >= 1:
-                    break
+                new_scores[s, filled], parents[s, filled], new_tokens[s, filled] = sc, parent, tok
+                new_hyps[s][filled] = seq + [tok]
+                filled += 1
             best_done = max((f[0] for f in finished[s]), default=float("-inf"))
             # Live hypotheses can only lose log-prob; bound with the longest possible length.
             best_live = new_scores[s].max().item()
@@ -141,7 +142,7 @@ def _beam_batch(model, sources, beam, max_len, alpha):
         rows = (torch.arange(b).unsqueeze(1) * beam + parents).view(-1)
         cache.select(rows)
         tokens = new_tokens.view(-1, 1)
-    return [max(f, key=lambda x: x[0])[1] if f else [] for f in finished]
+    return [max(f, key=lambda x: x[0]) if f else (float("-inf"), []) for f in finished]
 
 
 @torch.no_grad()
