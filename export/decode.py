@@ -23,6 +23,8 @@ def pad_batch(seqs: list[list[int]], pad: int) -> torch.Tensor:
 
 
 def default_max_len(src_len: int) -> int:
+    """Per sentence, from its own source length (never the padded batch length), so that
+    a translation does not depend on which sentences share its batch."""
     return 2 * src_len + 10
 
 
@@ -41,14 +43,14 @@ def greedy(model: Seq2Seq, sources: list[list[int]], batch_size: int = 64, max_l
         src = pad_batch([sources[i] for i in idx], model.pad)
         memory, keep = model.encode(src)
         cache = model.start_cache(memory, keep)
-        limit = max_len or default_max_len(src.shape[1])
+        limits = torch.tensor([max_len or default_max_len(len(sources[i])) for i in idx])
         rows = torch.arange(len(idx))  # positions in idx of still-live rows
         out = [[] for _ in idx]
         tokens = torch.full((len(idx), 1), model.bos, dtype=torch.long)
-        for _ in range(limit):
+        for t_step in range(int(limits.max())):
             h = model.decode_step(tokens, cache)
             nxt = model.logits(h[:, -1]).argmax(-1)
-            done = nxt == model.eos
+            done = (nxt == model.eos) | (limits[rows] <= t_step + 1)
             for r, t in zip(rows.tolist(), nxt.tolist()):
                 if t != model.eos:
                     out[r].append(t)
@@ -89,7 +91,8 @@ def _beam_batch(model, sources, beam, max_len, alpha):
     # Every sentence gets `beam` rows; row s*beam + j is hypothesis j of sentence s.
     expand = torch.arange(b).repeat_interleave(beam)
     cache = model.start_cache(memory[expand], keep[expand])
-    limit = max_len or default_max_len(src.shape[1])
+    limits = [max_len or default_max_len(len(s)) for s in sources]
+    limit = max(limits)
     scores = torch.full((b, beam), float("-inf"))
     scores[:, 0] = 0.0  # all rows start identical: only one may expand at step 0
     hyps = [[[] for _ in range(beam)] for _ in range(b)]
@@ -126,16 +129,14 @@ def _beam_batch(model, sources, beam, max_len, alpha):
             best_done = max((f[0] for f in finished[s]), default=float("-inf"))
             # Live hypotheses can only lose log-prob; bound with the longest possible length.
             best_live = new_scores[s].max().item()
-            bound = best_live / (limit + 1) ** alpha if best_live < 0 else best_live
-            if len(finished[s]) >= beam or (filled == 0) or best_done >= bound:
+            bound = best_live / (limits[s] + 1) ** alpha if best_live < 0 else best_live
+            if step == limits[s] - 1:  # out of length: live hypotheses count as finished
+                for j in range(filled):
+                    finished[s].append((new_scores[s, j].item() / (len(new_hyps[s][j]) + 1) ** alpha, new_hyps[s][j]))
                 active[s] = False
-        if not bool(active.any()) or step == limit - 1:
-            if step == limit - 1:  # out of length: live hypotheses count as finished
-                for s in range(b):
-                    if active[s]:
-                        for j in range(beam):
-                            if new_scores[s, j] > float("-inf"):
-                                finished[s].append((new_scores[s, j].item() / (len(new_hyps[s][j]) + 1) ** alpha, new_hyps[s][j]))
+            elif len(finished[s]) >= beam or filled == 0 or best_done >= bound:
+                active[s] = False
+        if not bool(active.any()):
             break
         scores, hyps = new_scores, new_hyps
         scores[~active] = float("-inf")

@@ -70,3 +70,14 @@ def test_draft_block_matches_backend():
     d = TorchBackend(model).draft(TorchBackend(model).encode(srcs), prefixes, 4)
     np.testing.assert_array_equal(ids.numpy(), d.ids)
     np.testing.assert_allclose(lp.numpy(), d.logprobs, atol=1e-6)
+
+
+def test_length_limit_is_per_sentence_not_per_batch():
+    """A model that never emits EOS runs to each sentence's own limit (2 * len + 10),
+    whatever else is in the batch."""
+    model = tiny_model(seed=5)
+    srcs = [[7, EOS], [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, EOS]]
+    for batched, alone in [(greedy(model, srcs), [greedy(model, [s])[0] for s in srcs]),
+                           (beam_search(model, srcs, beam=2), [beam_search(model, [s], beam=2)[0] for s in srcs])]:
+        assert batched == alone
+        assert len(batched[0]) <= 2 * 2 + 10

@@ -1,0 +1,110 @@
+"""Sequence-level knowledge distillation: translate a split's sources with the teacher.
+
+    python -m export.distill --model /work/runs/teacher-en-de/averaged.pt \
+        --src en --tgt de --split train --beam 5 --out /work/runs/distill/train.de
+
+Output line i is the beam translation of source line i, so the file pairs with the
+original source file. It is written in chunks, each appended and fsync'ed whole; running
+the same command again continues after the last complete line (a torn last line from a
+crash is cut off first). A line whose translation comes out empty gets the reference
+target instead (an empty line would be refused by export.data); such lines are counted
+in <out>.json next to the output.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from .data import load_pairs
+from .decode import beam_search
+from .vocab import load_vocab
+
+
+def load_teacher(path: Path):
+    """A model directory (config.json ...) or a training checkpoint (.pt); returns (model, spm)."""
+    if path.is_dir():
+        from .writer import read_model_dir
+
+        model, spm_file = read_model_dir(path)
+        return model, load_vocab(spm_file)
+    from .write import load_checkpoint_model
+
+    model, ckpt = load_checkpoint_model(path)
+    spm_file = path.with_suffix(".spm.model")
+    if not spm_file.exists():
+        spm_file.write_bytes(ckpt["spm"])
+    return model, load_vocab(spm_file)
+
+
+def complete_lines(out: Path) -> int:
+    """Number of complete lines in `out`; a torn last line is cut off."""
+    if not out.exists():
+        return 0
+    data = out.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end != len(data):
+        with open(out, "r+b") as f:
+            f.truncate(end)
+    return data[:end].count(b"\n")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, type=Path, help="model directory or training checkpoint")
+    ap.add_argument("--src", required=True)
+    ap.add_argument("--tgt", required=True)
+    ap.add_argument("--split", default="train")
+    ap.add_argument("--corpus", default="multi30k")
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--beam", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=32, help="sentences per beam-search batch")
+    ap.add_argument("--chunk", type=int, default=256, help="sentences per appended chunk")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--stop-after", type=int, default=0, help="stop after this many new lines (0 = all)")
+    args = ap.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    model, sp = load_teacher(args.model)
+    pairs = load_pairs(args.split, args.src, args.tgt, args.corpus)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    meta_path = args.out.with_name(args.out.name + ".json")
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {"reference_fallbacks": []}
+    done = complete_lines(args.out)
+    if done > len(pairs):
+        raise ValueError(f"{args.out}: {done} lines, more than the {len(pairs)} sources of {args.split}")
+    meta.update(model=str(args.model), split=args.split, corpus=args.corpus, src=args.src, tgt=args.tgt, beam=args.beam)
+    start, new = time.time(), 0
+    print(f"{args.out}: {done}/{len(pairs)} lines already done", flush=True)
+    while done < len(pairs) and not (args.stop_after and new >= args.stop_after):
+        n = min(args.chunk, len(pairs) - done)
+        if args.stop_after:
+            n = min(n, args.stop_after - new)
+        chunk = pairs[done : done + n]
+        ids = [sp.encode(s) + [model.eos] for s, _ in chunk]
+        hyps = beam_search(model, ids, beam=args.beam, batch_size=args.batch)
+        lines = []
+        for offset, ((_, ref), hyp) in enumerate(zip(chunk, hyps)):
+            text = sp.decode(hyp).replace("\n", " ").strip()
+            if not text:
+                text = ref
+                meta["reference_fallbacks"].append(done + offset + 1)  # 1-based line number
+            lines.append(text)
+        with open(args.out, "a", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in lines))
+            f.flush()
+            os.fsync(f.fileno())
+        done, new = done + n, new + n
+        meta["lines"] = done
+        meta_path.write_text(json.dumps(meta, indent=1))
+        rate = new / (time.time() - start)
+        print(f"{done}/{len(pairs)} lines, {rate:.1f} sent/s, ETA {(len(pairs) - done) / rate / 60:.1f} min", flush=True)
+    print(f"{args.out}: {done}/{len(pairs)} lines; {len(meta['reference_fallbacks'])} reference fallbacks", flush=True)
+
+
+if __name__ == "__main__":
+    main()
