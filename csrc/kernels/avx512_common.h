@@ -75,22 +75,29 @@ void f32_pack_avx512(const float* w, int N, int K, float* packed) {
 template <int MR, int NB>
 void f32_tile_avx512(const F32GemmArgs& g, int m0, int block0) {
   __m512 acc[MR][NB];
+  _Pragma("GCC unroll 16")
   for (int i = 0; i < MR; ++i)
+    _Pragma("GCC unroll 16")
     for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_setzero_ps();
   const float* b = g.b + static_cast<size_t>(block0) * g.K * kF32Cols;
   const float* a = g.a + m0 * g.a_stride;
   for (int k = 0; k < g.K; ++k) {
     __m512 bv[NB];
+    _Pragma("GCC unroll 16")
     for (int j = 0; j < NB; ++j) bv[j] = _mm512_load_ps(b + (static_cast<size_t>(j) * g.K + k) * kF32Cols);
+    _Pragma("GCC unroll 16")
     for (int i = 0; i < MR; ++i) {
       __m512 av = _mm512_set1_ps(a[i * g.a_stride + k]);
+      _Pragma("GCC unroll 16")
       for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
     }
   }
+  _Pragma("GCC unroll 16")
   for (int j = 0; j < NB; ++j) {
     int n0 = (block0 + j) * kF32Cols;
     __mmask16 mask = tail_mask16(g.N - n0);
     __m512 bias = g.bias ? _mm512_maskz_loadu_ps(mask, g.bias + n0) : _mm512_setzero_ps();
+    _Pragma("GCC unroll 16")
     for (int i = 0; i < MR; ++i) {
       __m512 v = _mm512_add_ps(acc[i][j], bias);
       if (g.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());

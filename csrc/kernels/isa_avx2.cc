@@ -104,27 +104,34 @@ inline __m256 dequantize8(__m256i acc, float a_dequant, __m256 b_dequant, __m256
 template <int MR, int NB>
 void tile(const I8GemmArgs& g, int m0, int block0) {
   __m256i acc[MR][NB];
+  _Pragma("GCC unroll 16")
   for (int i = 0; i < MR; ++i)
+    _Pragma("GCC unroll 16")
     for (int j = 0; j < NB; ++j) acc[i][j] = _mm256_setzero_si256();
   const size_t pairs = k_pairs(g.K);
   const int8_t* b = g.b + static_cast<size_t>(block0) * pairs * 16;
   const uint8_t* a = g.a + m0 * g.a_stride;
   for (size_t p = 0; p < pairs; ++p) {
     __m256i bv[NB];
+    _Pragma("GCC unroll 16")
     for (int j = 0; j < NB; ++j)
       bv[j] = _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(b + (j * pairs + p) * 16)));
+    _Pragma("GCC unroll 16")
     for (int i = 0; i < MR; ++i) {
       int32_t pair;
       std::memcpy(&pair, a + i * g.a_stride + p * 4, 4);
       __m256i av = _mm256_set1_epi32(pair);
+      _Pragma("GCC unroll 16")
       for (int j = 0; j < NB; ++j) acc[i][j] = _mm256_add_epi32(acc[i][j], _mm256_madd_epi16(av, bv[j]));
     }
   }
+  _Pragma("GCC unroll 16")
   for (int j = 0; j < NB; ++j) {
     int n0 = (block0 + j) * kCols;
     int remaining = g.N - n0;
     __m256 bdq = load_tail(g.b_dequant + n0, remaining, _mm256_setzero_ps());
     __m256 bias = g.bias ? load_tail(g.bias + n0, remaining, _mm256_setzero_ps()) : _mm256_setzero_ps();
+    _Pragma("GCC unroll 16")
     for (int i = 0; i < MR; ++i)
       store_tail(g.c + (m0 + i) * g.c_stride + n0, remaining,
                  dequantize8(acc[i][j], g.a_dequant[m0 + i], bdq, bias, g.relu));
@@ -186,22 +193,29 @@ void f32_pack(const float* w, int N, int K, float* packed) {
 template <int MR, int NB>
 void f32_tile(const F32GemmArgs& g, int m0, int block0) {
   __m256 acc[MR][NB];
+  _Pragma("GCC unroll 16")
   for (int i = 0; i < MR; ++i)
+    _Pragma("GCC unroll 16")
     for (int j = 0; j < NB; ++j) acc[i][j] = _mm256_setzero_ps();
   const float* b = g.b + static_cast<size_t>(block0) * g.K * kF32Cols;
   const float* a = g.a + m0 * g.a_stride;
   for (int k = 0; k < g.K; ++k) {
     __m256 bv[NB];
+    _Pragma("GCC unroll 16")
     for (int j = 0; j < NB; ++j) bv[j] = _mm256_load_ps(b + (static_cast<size_t>(j) * g.K + k) * kF32Cols);
+    _Pragma("GCC unroll 16")
     for (int i = 0; i < MR; ++i) {
       __m256 av = _mm256_broadcast_ss(a + i * g.a_stride + k);
+      _Pragma("GCC unroll 16")
       for (int j = 0; j < NB; ++j) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
     }
   }
+  _Pragma("GCC unroll 16")
   for (int j = 0; j < NB; ++j) {
     int n0 = (block0 + j) * kF32Cols;
     int remaining = g.N - n0;
     __m256 bias = g.bias ? load_tail(g.bias + n0, remaining, _mm256_setzero_ps()) : _mm256_setzero_ps();
+    _Pragma("GCC unroll 16")
     for (int i = 0; i < MR; ++i) {
       __m256 v = _mm256_add_ps(acc[i][j], bias);
       if (g.relu) v = _mm256_max_ps(v, _mm256_setzero_ps());

@@ -48,25 +48,32 @@ inline __m512 dequantize16(__m512i acc, float a_dequant, __m512 b_dequant, __m51
 template <int MR, int NB>
 void tile(const I8GemmArgs& g, int m0, int block0) {
   __m512i acc[MR][NB];
+  _Pragma("GCC unroll 16")
   for (int i = 0; i < MR; ++i)
+    _Pragma("GCC unroll 16")
     for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_setzero_si512();
   const size_t pairs = k_pairs(g.K);
   const int8_t* b = g.b + static_cast<size_t>(block0) * pairs * 32;
   const uint8_t* a = g.a + m0 * g.a_stride;
   for (size_t p = 0; p < pairs; ++p) {
     __m512i bv[NB];
+    _Pragma("GCC unroll 16")
     for (int j = 0; j < NB; ++j)
       bv[j] = _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(b + (j * pairs + p) * 32)));
+    _Pragma("GCC unroll 16")
     for (int i = 0; i < MR; ++i) {
       __m512i av = broadcast_pair(a + i * g.a_stride + p * 4);
+      _Pragma("GCC unroll 16")
       for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_add_epi32(acc[i][j], _mm512_madd_epi16(av, bv[j]));
     }
   }
+  _Pragma("GCC unroll 16")
   for (int j = 0; j < NB; ++j) {
     int n0 = (block0 + j) * kCols;
     __mmask16 mask = tail_mask16(g.N - n0);
     __m512 bdq = _mm512_maskz_loadu_ps(mask, g.b_dequant + n0);
     __m512 bias = g.bias ? _mm512_maskz_loadu_ps(mask, g.bias + n0) : _mm512_setzero_ps();
+    _Pragma("GCC unroll 16")
     for (int i = 0; i < MR; ++i)
       _mm512_mask_storeu_ps(g.c + (m0 + i) * g.c_stride + n0, mask,
                             dequantize16(acc[i][j], g.a_dequant[m0 + i], bdq, bias, g.relu));

@@ -119,14 +119,14 @@ RowStats row_stats(const float* x, int64_t n, int k, int64_t* top_ids, float* to
     s.log_sum_exp = s.max;
     return s;
   }
-  float sum = 0.f;
+  double sum = 0.0;  // one serial accumulator: double keeps 32k terms accurate
   for (int64_t i = 0; i < n; ++i) {
     if (std::isnan(x[i])) continue;  // NaN is ignored, as argmax ignores it
-    sum += std::exp(x[i] - s.max);
+    sum += static_cast<double>(std::exp(x[i] - s.max));
     top.offer(x[i], i);
   }
   if (top.count < k) top.fill_from(x, n);
-  s.log_sum_exp = s.max + std::log(sum);
+  s.log_sum_exp = s.max + static_cast<float>(std::log(sum));
   return s;
 }
 

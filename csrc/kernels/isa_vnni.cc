@@ -52,25 +52,32 @@ inline __m512 dequantize16(__m512i acc, __m512i correction, float a_dequant, __m
 template <int MR, int NB>
 void tile(const I8GemmArgs& g, int m0, int block0) {
   __m512i acc[MR][NB];
+  _Pragma("GCC unroll 16")
   for (int i = 0; i < MR; ++i)
+    _Pragma("GCC unroll 16")
     for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_setzero_si512();
   const size_t quads = k_quads(g.K);
   const int8_t* b = g.b + static_cast<size_t>(block0) * quads * 64;
   const uint8_t* a = g.a + m0 * g.a_stride;
   for (size_t q = 0; q < quads; ++q) {
     __m512i bv[NB];
+    _Pragma("GCC unroll 16")
     for (int j = 0; j < NB; ++j) bv[j] = _mm512_load_si512(b + (j * quads + q) * 64);
+    _Pragma("GCC unroll 16")
     for (int i = 0; i < MR; ++i) {
       __m512i av = broadcast_quad(a + i * g.a_stride + q * 4);
+      _Pragma("GCC unroll 16")
       for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], av, bv[j]);
     }
   }
+  _Pragma("GCC unroll 16")
   for (int j = 0; j < NB; ++j) {
     int n0 = (block0 + j) * kCols;
     __mmask16 mask = tail_mask16(g.N - n0);
     __m512i corr = _mm512_maskz_loadu_epi32(mask, g.b_shift_correction + n0);
     __m512 bdq = _mm512_maskz_loadu_ps(mask, g.b_dequant + n0);
     __m512 bias = g.bias ? _mm512_maskz_loadu_ps(mask, g.bias + n0) : _mm512_setzero_ps();
+    _Pragma("GCC unroll 16")
     for (int i = 0; i < MR; ++i)
       _mm512_mask_storeu_ps(g.c + (m0 + i) * g.c_stride + n0, mask,
                             dequantize16(acc[i][j], corr, g.a_dequant[m0 + i], bdq, bias, g.relu));
@@ -90,25 +97,20 @@ void rows_dispatch(const I8GemmArgs& g, int m, int count, int block_begin, int b
     case 1: rows<1, NB>(g, m, block_begin, block_end); break;
     case 2: rows<2, NB>(g, m, block_begin, block_end); break;
     case 3: rows<3, NB>(g, m, block_begin, block_end); break;
-    case 4: rows<4, NB>(g, m, block_begin, block_end); break;
-    case 5: rows<5, NB>(g, m, block_begin, block_end); break;
-    case 6: rows<6, NB>(g, m, block_begin, block_end); break;
-    case 7: rows<7, NB>(g, m, block_begin, block_end); break;
-    default: rows<8, NB>(g, m, block_begin, block_end); break;
+    default: rows<4, NB>(g, m, block_begin, block_end); break;
   }
 }
 
 void gemm(const I8GemmArgs& g, int m_begin, int m_end, int block_begin, int block_end) {
-  // Tiles of 8 rows x 3 blocks (24 accumulators) keep both VNNI ports busy; a single
-  // row streams weights, so more blocks in flight matter more than reuse.
-  for (int m = m_begin; m < m_end; m += 8) {
-    int count = std::min(8, m_end - m);
+  // Tiles of 4 rows x 4 blocks: 16 accumulators keep both VNNI ports busy (latency 5).
+  // Larger tiles (8 x 3) make GCC 12 spill accumulators every iteration: measured
+  // slower. A single row streams weights, so more blocks in flight matter more.
+  for (int m = m_begin; m < m_end; m += 4) {
+    int count = std::min(4, m_end - m);
     if (count == 1)
-      rows_dispatch<8>(g, m, count, block_begin, block_end);
-    else if (count <= 4)
-      rows_dispatch<4>(g, m, count, block_begin, block_end);
+      rows<1, 8>(g, m, block_begin, block_end);
     else
-      rows_dispatch<3>(g, m, count, block_begin, block_end);
+      rows_dispatch<4>(g, m, count, block_begin, block_end);
   }
 }
 

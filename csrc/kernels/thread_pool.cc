@@ -62,7 +62,9 @@ void ThreadPool::parallel_for(int tasks, const std::function<void(int)>& task) {
 }
 
 void ThreadPool::worker_loop() {
-  unsigned seen = generation_.load(std::memory_order_acquire);
+  // 0, not a fresh load: a call may already have started before this thread runs,
+  // and reading its generation here would make the worker skip it.
+  unsigned seen = 0;
   for (;;) {
     auto spin_until = std::chrono::steady_clock::now() + kSpinTime;
     while (generation_.load(std::memory_order_acquire) == seen &&

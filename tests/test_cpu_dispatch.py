@@ -1,0 +1,91 @@
+"""Runtime ISA detection and FASTDEC_ISA, checked in fresh processes."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import pyfastdec
+from kernel_reference import available_isas
+
+PROBE = r"""
+import json, warnings
+import numpy as np
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import pyfastdec
+    from pyfastdec import _engine
+info = pyfastdec.cpu_info()
+rng = np.random.default_rng(0)
+a = rng.standard_normal((3, 37)).astype(np.float32)
+w = rng.integers(-127, 128, (29, 37)).astype(np.int8)
+s = np.full(29, 0.02, np.float32)
+c = _engine.gemm_i8(a, _engine.Int8Matrix(w, s), bias=None)
+x = rng.standard_normal(1000).astype(np.float32)
+print(json.dumps({"info": info, "warnings": [str(w.message) for w in caught],
+                  "gemm": c.tolist(), "argmax": int(_engine.argmax(x)),
+                  "argmax_ref": int(x.argmax())}))
+"""
+
+
+def run_probe(isa):
+    env = dict(os.environ)
+    env.pop("FASTDEC_ISA", None)
+    if isa is not None:
+        env["FASTDEC_ISA"] = isa
+    return subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True)
+
+
+def test_cpu_info_reports_detection_and_kernels():
+    info = pyfastdec.cpu_info()
+    assert info["isa"] in info["available"]
+    assert info["available"][0] == "scalar"
+    assert set(info["kernels"]) == {"int8_gemm", "fp32_gemm", "argmax", "row_stats"}
+    assert info["default_threads"] >= 1
+    # The flags come from cpuid; /proc/cpuinfo is an independent witness on Linux.
+    if os.path.exists("/proc/cpuinfo"):
+        flags = open("/proc/cpuinfo").read()
+        assert info["features"]["avx2"] == (" avx2" in flags)
+        assert info["features"]["avx512_vnni"] == (" avx512_vnni" in flags)
+
+
+@pytest.mark.parametrize("isa", available_isas())
+def test_fastdec_isa_selects_each_path(isa):
+    proc = run_probe(isa)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["info"]["isa"] == isa and out["info"]["forced"]
+    assert out["argmax"] == out["argmax_ref"]
+    assert not out["warnings"]
+
+
+def test_all_paths_give_identical_int8_results():
+    results = [json.loads(run_probe(isa).stdout)["gemm"] for isa in available_isas()]
+    assert all(r == results[0] for r in results)
+
+
+def test_fastdec_isa_never_goes_above_the_cpu():
+    order = ["scalar", "avx2", "avx512", "vnni", "amx"]
+    detected = pyfastdec.cpu_info()["detected"]
+    above = order[order.index(detected) + 1:] if detected != "amx" else []
+    if not above:
+        pytest.skip("this CPU has every ISA pyfastdec knows")
+    out = json.loads(run_probe(above[0]).stdout)
+    assert out["info"]["isa"] == min(detected, "vnni", key=order.index)
+    assert any("above what this CPU supports" in w for w in out["warnings"])
+
+
+def test_unknown_fastdec_isa_is_a_clear_error():
+    proc = run_probe("avx9000")
+    assert proc.returncode != 0
+    assert "FASTDEC_ISA" in proc.stderr and "avx9000" in proc.stderr
+    assert "scalar, avx2, avx512, vnni, amx" in proc.stderr
+
+
+def test_fastdec_threads_must_be_positive(monkeypatch):
+    monkeypatch.setenv("FASTDEC_THREADS", "0")
+    with pytest.raises(ValueError, match="FASTDEC_THREADS"):
+        pyfastdec.default_threads()
+    monkeypatch.setenv("FASTDEC_THREADS", "3")
+    assert pyfastdec.default_threads() == 3
