@@ -7,19 +7,14 @@ parsed with struct at the offsets written in export/SHORTLIST_FORMAT.md.
 import gzip
 import math
 import struct
-import sys
 import zlib
 from collections import Counter, defaultdict
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from any directory
-
-from export.shortlist import (build_shortlist, main, read_parallel,  # noqa: E402
-                              train_ibm1)
-from pyfastdec.shortlist import Shortlist  # noqa: E402
+from export.shortlist import build_shortlist, main, read_parallel, train_ibm1
+from pyfastdec.shortlist import Shortlist
 
 FIRST_WORD = 5          # ids 0..4 are pad, unk, bos, eos, mask
 SPECIALS = {1, 2, 3}    # unk, bos, eos: always candidates
