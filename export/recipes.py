@@ -19,7 +19,7 @@ RECIPES: dict[str, dict] = {
         "vocab_size": 8000,
         "dropout": 0.2, "attn_dropout": 0.1, "act_dropout": 0.1,
         "label_smoothing": 0.1,
-        "lr": 1e-3, "warmup": 600, "betas": [0.9, 0.98], "eps": 1e-9, "clip_norm": 1.0,
+        "lr": 1e-3, "warmup": 400, "betas": [0.9, 0.98], "eps": 1e-9, "clip_norm": 1.0,
         "batch_tokens": 6000, "bf16": False,
         "max_len": 128,
         "keep_checkpoints": 5, "average_last": 5,
