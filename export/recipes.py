@@ -40,7 +40,49 @@ RECIPES: dict[str, dict] = {
         "keep_checkpoints": 3, "average_last": 2,
         "test_sets": ["test_2016_flickr"],
     },
+    # GAD block drafter (Xia et al. 2022): trained on distilled targets (--train-tgt) with
+    # random-length gold prefixes; shallower than the verifier so drafting stays cheap.
+    # k = 8: Multi30k targets average ~16 pieces, so a block covers about half a sentence.
+    "drafter-en-de": {
+        "src": "en", "tgt": "de", "corpus": "multi30k",
+        "arch": "nat-drafter",
+        "model": {"d_model": 256, "heads": 4, "ffn": 1024, "enc_layers": 4, "dec_layers": 2,
+                  "norm": "pre", "decoder_self": "attention", "block_size": 8},
+        "vocab_size": 8000,
+        "dropout": 0.1, "attn_dropout": 0.1, "act_dropout": 0.1,
+        "label_smoothing": 0.1,
+        "lr": 1e-3, "warmup": 400, "betas": [0.9, 0.98], "eps": 1e-9, "clip_norm": 1.0,
+        "batch_tokens": 6000, "bf16": False,
+        "max_len": 128,
+        "keep_checkpoints": 5, "average_last": 5,
+        "test_sets": ["test_2016_flickr"],
+    },
+    # Efficient student (Edinburgh WMT22 style): deep encoder, 2-layer SSRU decoder,
+    # trained on distilled targets (--train-tgt); distilled data is cleaner, so less dropout.
+    "student-en-de-ssru": {
+        "src": "en", "tgt": "de", "corpus": "multi30k",
+        "arch": "transformer",
+        "model": {"d_model": 256, "heads": 4, "ffn": 1024, "enc_layers": 6, "dec_layers": 2,
+                  "norm": "pre", "decoder_self": "ssru"},
+        "vocab_size": 8000,
+        "dropout": 0.1, "attn_dropout": 0.1, "act_dropout": 0.1,
+        "label_smoothing": 0.1,
+        "lr": 1e-3, "warmup": 400, "betas": [0.9, 0.98], "eps": 1e-9, "clip_norm": 1.0,
+        "batch_tokens": 6000, "bf16": False,
+        "max_len": 128,
+        "keep_checkpoints": 5, "average_last": 5,
+        "test_sets": ["test_2016_flickr"],
+    },
 }
+
+# Recipes for tests: a 40-piece vocabulary trained on a synthetic corpus (FASTDEC_DATA).
+_TEST = {"vocab_size": 40, "batch_tokens": 256, "warmup": 5, "max_len": 64,
+         "keep_checkpoints": 2, "average_last": 2}
+RECIPES["test-tiny"] = dict(RECIPES["tiny-en-de"], **_TEST)
+RECIPES["test-tiny-drafter"] = dict(RECIPES["tiny-en-de"], **_TEST, arch="nat-drafter",
+                                    model=dict(RECIPES["tiny-en-de"]["model"], block_size=3))
+RECIPES["test-tiny-ssru"] = dict(RECIPES["tiny-en-de"], **_TEST,
+                                 model=dict(RECIPES["tiny-en-de"]["model"], decoder_self="ssru"))
 
 
 def get_recipe(name: str) -> dict:

@@ -35,7 +35,8 @@ import torch.nn.functional as F
 
 from . import decode
 from .batching import BucketBatcher
-from .data import load_pairs
+from .data import corpus_path, load_pairs, read_parallel
+from .drafter_training import block_accuracy, block_loss
 from .modeling import ModelConfig, Seq2Seq, count_parameters
 from .recipes import get_recipe
 from .vocab import TOKENS, load_vocab, train_vocab
@@ -66,6 +67,15 @@ def bleu(model: Seq2Seq, sp, sources: list[str], refs: list[str]) -> tuple[float
     src_ids = [sp.encode(s) + [model.eos] for s in sources]
     hyps = [sp.decode(h) for h in decode.greedy(model, src_ids, batch_size=128)]
     return sacrebleu.corpus_bleu(hyps, [refs]).score, hyps
+
+
+def score(model: Seq2Seq, sp, pairs: list[tuple[str, str]]) -> tuple[float, list[str] | None]:
+    """Validation metric: greedy BLEU for AT models; for a drafter, the percentage of
+    drafted tokens that equal the reference given gold prefixes (no hypotheses)."""
+    if model.cfg.arch == "nat-drafter":
+        ids = [(sp.encode(s), sp.encode(t)) for s, t in pairs]
+        return block_accuracy(model, ids, model.cfg.block_size), None
+    return bleu(model, sp, [s for s, _ in pairs], [t for _, t in pairs])
 
 
 def rng_state() -> dict:
@@ -122,17 +132,26 @@ def main(argv=None) -> None:
     ap.add_argument("--bf16", choices=["recipe", "on", "off"], default="recipe",
                     help="bf16 autocast (fast only with AMX); default: the recipe's choice")
     ap.add_argument("--log-every", type=int, default=20)
+    ap.add_argument("--train-tgt", type=Path, help="training targets replacing the corpus ones (e.g. distilled), "
+                    "line-aligned with the training sources")
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
-    torch.set_num_interop_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already fixed in this process (e.g. by an earlier call in tests)
+        pass
     recipe = get_recipe(args.recipe)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     wall_start = time.time()
 
     # ---- data and vocabulary
-    train_pairs = load_pairs("train", recipe["src"], recipe["tgt"], recipe["corpus"])
+    if args.train_tgt:
+        train_pairs = read_parallel(corpus_path("train", recipe["src"], recipe["corpus"]), args.train_tgt)
+        log(f"training targets from {args.train_tgt}")
+    else:
+        train_pairs = load_pairs("train", recipe["src"], recipe["tgt"], recipe["corpus"])
     val_pairs = load_pairs("val", recipe["src"], recipe["tgt"], recipe["corpus"])
     spm_path = out / "spm.model"
     if not spm_path.exists():
@@ -150,6 +169,8 @@ def main(argv=None) -> None:
     opt = torch.optim.Adam(model.parameters(), lr=recipe["lr"], betas=tuple(recipe["betas"]), eps=recipe["eps"])
     log(f"model {recipe['arch']} params {count_parameters(model):,}; config {json.dumps(model.cfg.to_json())}")
     step, epoch, spent, best_bleu, history = 0, 0, 0.0, -1.0, []
+    block_gen = torch.Generator().manual_seed(args.seed)  # drafter prefix lengths
+    skip_batches = 0  # batches of `epoch + 1` already trained (resuming a partial epoch)
     ckpts = epoch_checkpoints(out)
     if ckpts:
         state = torch.load(ckpts[-1], map_location="cpu", weights_only=False)
@@ -158,7 +179,13 @@ def main(argv=None) -> None:
         step, epoch, spent = state["step"], state["epoch"], state["spent_seconds"]
         best_bleu, history = state["best_bleu"], state["history"]
         set_rng_state(state["rng"])
-        log(f"resumed from {ckpts[-1].name}: epoch {epoch}, step {step}, {spent / 60:.1f} min spent")
+        if "block_gen" in state:  # absent in checkpoints of older runs
+            block_gen.set_state(state["block_gen"])
+        skip_batches = state.get("batches_in_epoch", 0)
+        if skip_batches:  # the checkpoint was written mid-epoch: finish that epoch first
+            epoch -= 1
+        log(f"resumed from {ckpts[-1].name}: epoch {epoch + bool(skip_batches)}, batch {skip_batches}, "
+            f"step {step}, {spent / 60:.1f} min spent")
 
     batcher = BucketBatcher(train_ids, recipe["batch_tokens"], model.pad, model.bos, model.eos)
     log(f"{len(batcher.buckets)} length buckets; {len(batcher.epoch(0))} batches per epoch")
@@ -167,12 +194,14 @@ def main(argv=None) -> None:
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_bf16)
     log(f"bf16 autocast {'on' if use_bf16 else 'off'}; {args.threads} threads; budget {args.minutes:.0f} min")
     spm_bytes = spm_path.read_bytes()
-    val_src, val_ref = [s for s, _ in val_pairs], [t for _, t in val_pairs]
+    metric = "block acc" if recipe["arch"] == "nat-drafter" else "BLEU"
 
-    def checkpoint(name: str) -> Path:
+    def checkpoint(name: str, batches_in_epoch: int) -> Path:
+        """batches_in_epoch: 0 when `epoch` is complete, else how many of its batches are done."""
         path = out / name
         save_checkpoint(path, model=model.state_dict(), optimizer=opt.state_dict(), step=step, epoch=epoch,
-                        spent_seconds=spent, best_bleu=best_bleu, history=history, rng=rng_state(),
+                        batches_in_epoch=batches_in_epoch, spent_seconds=spent, best_bleu=best_bleu,
+                        history=history, rng=rng_state(), block_gen=block_gen.get_state(),
                         config=model.cfg.to_json(), recipe=args.recipe, spm=spm_bytes)
         return path
 
@@ -183,21 +212,27 @@ def main(argv=None) -> None:
         run_start = time.time() - spent  # so that time.time() - run_start == total spent
         t_log, tok_log, loss_sum, loss_tok = time.time(), 0, 0.0, 0
         batches = batcher.epoch(args.seed * 100003 + epoch)
-        for bi, (key, idx) in enumerate(batches):
-            b = batcher.make(key, idx)
+        done_batches = skip_batches
+        for bi in range(skip_batches, len(batches)):
+            b = batcher.make(*batches[bi])
             for g in opt.param_groups:
                 g["lr"] = lr_at(step + 1, recipe)
             with autocast:
-                logits = model(b.src, b.tgt_in)
-            loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), b.tgt_out.view(-1),
-                                   ignore_index=model.pad, label_smoothing=recipe["label_smoothing"], reduction="sum")
+                if model.cfg.arch == "nat-drafter":
+                    loss, n_tok = block_loss(model, b, model.cfg.block_size, recipe["label_smoothing"], block_gen)
+                else:
+                    logits = model(b.src, b.tgt_in)
+                    loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), b.tgt_out.view(-1),
+                                           ignore_index=model.pad, label_smoothing=recipe["label_smoothing"],
+                                           reduction="sum")
+                    n_tok = b.n_tgt_tokens
             opt.zero_grad(set_to_none=True)
-            (loss / b.n_tgt_tokens).backward()
+            (loss / max(n_tok, 1)).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), recipe["clip_norm"])
             opt.step()
             step += 1
             loss_sum += loss.item()
-            loss_tok += b.n_tgt_tokens
+            loss_tok += n_tok
             tok_log += b.n_tgt_tokens
             spent = time.time() - run_start
             if step % args.log_every == 0:
@@ -207,32 +242,36 @@ def main(argv=None) -> None:
                     f"lr {lr_at(step, recipe):.2e} tgt tok/s {rate:.0f} spent {spent / 60:.1f} min "
                     f"ETA {max(0.0, budget - spent) / 60:.1f} min")
                 t_log, tok_log, loss_sum, loss_tok = now, 0, 0.0, 0
+            done_batches = bi + 1
             if spent >= budget or (args.max_steps and step >= args.max_steps):
                 out_of_time = True
                 break
-        if out_of_time and bi + 1 < len(batches):
-            epoch -= 1  # a partial epoch is not a checkpointed epoch
-            log(f"budget reached in epoch {epoch + 1} at step {step}")
-            break
+        skip_batches = 0
+        partial = done_batches < len(batches)
+        if partial:  # checkpointed like an epoch, so the last minutes count and can resume
+            log(f"budget reached in epoch {epoch} at batch {done_batches}/{len(batches)}, step {step}")
         t0 = time.time()
-        val_bleu, _ = bleu(model, sp, val_src, val_ref)
-        history.append({"epoch": epoch, "step": step, "val_bleu": val_bleu, "minutes": spent / 60})
+        val_bleu, _ = score(model, sp, val_pairs)
+        history = [h for h in history if h["epoch"] != epoch]  # a resumed partial epoch is replaced
+        history.append({"epoch": epoch, "step": step, "val_bleu": val_bleu, "minutes": spent / 60,
+                        "partial": partial})
         is_best = val_bleu > best_bleu
         best_bleu = max(best_bleu, val_bleu)
         spent += time.time() - t0
-        path = checkpoint(f"epoch{epoch}.pt")
+        path = checkpoint(f"epoch{epoch}.pt", done_batches if partial else 0)
         if is_best:
             save_checkpoint(out / "best.pt", model=model.state_dict(), config=model.cfg.to_json(), step=step,
                             epoch=epoch, val_bleu=val_bleu, recipe=args.recipe, spm=spm_bytes)
         for old in epoch_checkpoints(out)[: -recipe["keep_checkpoints"]]:
             old.unlink()
-        log(f"epoch {epoch} done: step {step} val BLEU {val_bleu:.2f} (best {best_bleu:.2f}) "
+        log(f"epoch {epoch}{' (partial)' if partial else ''} done: step {step} val {metric} {val_bleu:.2f} "
+            f"(best {best_bleu:.2f}) "
             f"eval {time.time() - t0:.0f}s -> {path.name}")
         if spent >= budget:
             out_of_time = True
 
     # ---- averaging and final evaluation
-    results = {"recipe": args.recipe, "steps": step, "epochs": epoch, "history": history}
+    results = {"recipe": args.recipe, "metric": metric, "steps": step, "epochs": epoch, "history": history}
     keep = epoch_checkpoints(out)[-recipe["average_last"]:]
     evals = {}
     if keep:
@@ -245,14 +284,15 @@ def main(argv=None) -> None:
         evals["best"] = torch.load(out / "best.pt", map_location="cpu", weights_only=False)["model"]
     for name, sd in evals.items():
         model.load_state_dict(sd)
-        res = {"val": bleu(model, sp, val_src, val_ref)[0]}
+        res = {"val": score(model, sp, val_pairs)[0]}
         for test in recipe["test_sets"]:
-            pairs = load_pairs(test, recipe["src"], recipe["tgt"], recipe["corpus"])
-            score, hyps = bleu(model, sp, [s for s, _ in pairs], [t for _, t in pairs])
-            res[test] = score
-            (out / f"{name}.{test}.{recipe['tgt']}").write_text("\n".join(hyps) + "\n", encoding="utf-8")
+            value, hyps = score(model, sp, load_pairs(test, recipe["src"], recipe["tgt"], recipe["corpus"]))
+            res[test] = value
+            if hyps is not None:
+                (out / f"{name}.{test}.{recipe['tgt']}").write_text("\n".join(hyps) + "\n", encoding="utf-8")
         results[name] = res
-        log(f"final {name}: greedy BLEU " + ", ".join(f"{k} {v:.2f}" for k, v in res.items()))
+        log(f"final {name}: {'greedy BLEU' if metric == 'BLEU' else metric} "
+            + ", ".join(f"{k} {v:.2f}" for k, v in res.items()))
     (out / "results.json").write_text(json.dumps(results, indent=2))
     log(f"done in {(time.time() - wall_start) / 60:.1f} min wall clock")
 
