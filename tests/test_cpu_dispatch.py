@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -34,7 +35,10 @@ def run_probe(isa):
     env.pop("FASTDEC_ISA", None)
     if isa is not None:
         env["FASTDEC_ISA"] = isa
-    return subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True)
+    # Run outside the repository: `python -c` puts the working directory first on
+    # sys.path, and the source folder pyfastdec/ has no compiled extension.
+    return subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True,
+                          cwd=tempfile.gettempdir(), check=False)
 
 
 def test_cpu_info_reports_detection_and_kernels():

@@ -1,0 +1,95 @@
+"""Kernel benchmarks of the Foundation issue, one process, one thread, printed as a table.
+
+    python -m bench.kernels [--repeats R] [--out FILE.json]
+
+Times are medians over R timed batches (each batch long enough to read the clock
+cheaply); the spread (min/max over batches) is reported so noise is visible. Ratios
+compare engines measured in the same run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import numpy as np
+
+from bench.kernel_cases import ARGMAX_LENGTHS, GEMM_ENGINES, KN_VALUES, M_VALUES, make_inputs, \
+    single_thread_everywhere
+
+
+def time_call(fn, repeats, min_batch_seconds=2e-3):
+    fn()
+    calls = 1
+    while True:  # calls per timed batch, so each batch lasts at least min_batch_seconds
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        if time.perf_counter() - start >= min_batch_seconds:
+            break
+        calls *= 2
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - start) / calls)
+    return float(np.median(samples)), float(np.min(samples)), float(np.max(samples))
+
+
+def run(repeats):
+    import pyfastdec
+    from pyfastdec import _engine
+
+    blas = single_thread_everywhere()
+    results = {"cpu": pyfastdec.cpu_info(), "numpy_blas": blas, "python": platform.python_version(),
+               "threads": 1, "gemm": [], "argmax": []}
+    for K, N in KN_VALUES:
+        for M in M_VALUES:
+            a, w = make_inputs(M, K, N)
+            row = {"M": M, "K": K, "N": N}
+            for name, make in GEMM_ENGINES.items():
+                median, lo, hi = time_call(make(a, w), repeats)
+                row[name] = {"seconds": median, "min": lo, "max": hi, "gops": 2 * M * K * N / median / 1e9}
+            results["gemm"].append(row)
+            print(format_gemm_row(row), flush=True)
+    for n in ARGMAX_LENGTHS:
+        x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+        ours = _engine.time_argmax_ns(x, repeats=max(repeats, 50) * 4)
+        std = _engine.time_argmax_ns(x, repeats=max(repeats, 50) * 4, impl="std_max_element")
+        numpy_s, _, _ = time_call(lambda: x.argmax(), repeats)
+        python_call_s, _, _ = time_call(lambda: _engine.argmax(x), repeats)
+        row = {"n": n, "fastdec_ns": ours, "std_max_element_ns": std, "numpy_ns": numpy_s * 1e9,
+               "fastdec_python_call_ns": python_call_s * 1e9,
+               "bandwidth_gb_s": n * 4 / ours}
+        results["argmax"].append(row)
+        print(f"argmax n={n:6d}: fastdec {ours:8.0f} ns ({row['bandwidth_gb_s']:.0f} GB/s) | "
+              f"std::max_element {std:8.0f} ns ({std / ours:.1f}x) | numpy {numpy_s * 1e9:7.0f} ns "
+              f"incl. call ({numpy_s * 1e9 / ours:.1f}x) | fastdec from Python {python_call_s * 1e9:.0f} ns",
+              flush=True)
+    return results
+
+
+def format_gemm_row(row):
+    ours = row["fastdec_int8"]
+    parts = [f"M={row['M']:3d} K={row['K']:4d} N={row['N']:4d}: int8 {ours['seconds'] * 1e6:8.1f} us "
+             f"{ours['gops']:5.0f} GOP/s"]
+    for name in ("ort_int8", "ort_matmulint", "numpy_fp32", "torch_fp32"):
+        parts.append(f"{name} {row[name]['gops']:5.0f} ({row[name]['seconds'] / ours['seconds']:4.1f}x)")
+    return " | ".join(parts)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--out", help="write every figure as JSON here")
+    args = parser.parse_args(argv)
+    results = run(args.repeats)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
