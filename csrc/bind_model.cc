@@ -1,0 +1,265 @@
+// Python bindings of the native model: pyfastdec._engine.Model, Memory, State.
+// Inputs are validated here so that bad ids, shapes or lengths raise Python
+// exceptions with clear messages instead of reaching the engine.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+
+#include "model/model.h"
+#include "py_arrays.h"
+
+namespace fastdec {
+namespace {
+
+constexpr int kMaxTopK = 64;
+
+ModelConfig parse_config(const py::dict& c) {
+  ModelConfig cfg;
+  cfg.arch = c["arch"].cast<std::string>();
+  cfg.d_model = c["d_model"].cast<int>();
+  cfg.head_dim = c["head_dim"].cast<int>();
+  cfg.vocab_size = c["vocab_size"].cast<int>();
+  cfg.pre_norm = c["norm"].cast<std::string>() == "pre";
+  auto layers = [](const py::handle& stack) {
+    std::vector<LayerShape> out;
+    for (const auto& l : stack["layers"]) out.push_back({l["heads"].cast<int>(), l["ffn"].cast<int>()});
+    return out;
+  };
+  cfg.encoder = layers(c["encoder"]);
+  cfg.decoder = layers(c["decoder"]);
+  cfg.ssru_decoder = c["decoder"]["self"].cast<std::string>() == "ssru";
+  py::dict tokens = c["tokens"];
+  cfg.pad = tokens["pad"].cast<int>();
+  cfg.unk = tokens["unk"].cast<int>();
+  cfg.bos = tokens["bos"].cast<int>();
+  cfg.eos = tokens["eos"].cast<int>();
+  cfg.mask = tokens["mask"].cast<int>();
+  if (c.contains("block_size") && !c["block_size"].is_none()) cfg.block_size = c["block_size"].cast<int>();
+  cfg.int8 = c.contains("quantization") && !c["quantization"].is_none();
+  return cfg;
+}
+
+struct PyMemory {
+  Memory memory;
+};
+struct PyState {
+  DecoderState state;
+};
+
+class PyModel {
+ public:
+  PyModel(const py::dict& config, const py::dict& tensors, const py::dict& act_scales, int threads) {
+    if (threads < 1) throw py::value_error("Model: threads must be >= 1");
+    ModelConfig cfg = parse_config(config);
+    std::map<std::string, float> scales;
+    for (const auto& item : act_scales) scales[item.first.cast<std::string>()] = item.second.cast<float>();
+    TensorLookup lookup = [&tensors](const std::string& name) {
+      if (!tensors.contains(name)) throw std::invalid_argument("missing tensor '" + name + "'");
+      py::array a = tensors[py::str(name)];
+      if (!(a.flags() & py::array::c_style))
+        throw std::invalid_argument("tensor '" + name + "' is not C-contiguous");
+      TensorView t;
+      t.data = a.data();
+      t.dtype = py::str(a.dtype());
+      for (py::ssize_t i = 0; i < a.ndim(); ++i) t.shape.push_back(a.shape(i));
+      return t;
+    };
+    model_ = std::make_unique<Model>(std::move(cfg), lookup, scales, threads);
+  }
+
+  const ModelConfig& cfg() const { return model_->config(); }
+
+  std::vector<int32_t> checked_ids(const py::handle& seq, const char* what, size_t row) const {
+    std::vector<int32_t> ids;
+    for (const auto& item : seq) {
+      int64_t id = item.cast<int64_t>();
+      if (id < 0 || id >= cfg().vocab_size)
+        throw py::value_error(std::string(what) + " " + std::to_string(row) + " has token id " + std::to_string(id) +
+                              ", outside [0, " + std::to_string(cfg().vocab_size) + ")");
+      ids.push_back(static_cast<int32_t>(id));
+    }
+    return ids;
+  }
+
+  PyMemory encode(const py::list& sources, const py::object& shortlists) {
+    std::vector<std::vector<int32_t>> src, lists;
+    for (size_t b = 0; b < sources.size(); ++b) {
+      src.push_back(checked_ids(sources[b], "source", b));
+      if (src.back().empty()) throw py::value_error("source " + std::to_string(b) + " is empty (it needs at least EOS)");
+    }
+    if (!shortlists.is_none()) {
+      py::list sl = shortlists;
+      if (sl.size() != sources.size()) throw py::value_error("encode: need one shortlist per source");
+      for (size_t b = 0; b < sl.size(); ++b) {
+        lists.push_back(checked_ids(sl[b], "shortlist", b));
+        if (!std::is_sorted(lists.back().begin(), lists.back().end()) ||
+            std::adjacent_find(lists.back().begin(), lists.back().end()) != lists.back().end())
+          throw py::value_error("shortlist " + std::to_string(b) + " must be sorted and unique");
+      }
+    }
+    PyMemory m;
+    py::gil_scoped_release release;
+    m.memory = model_->encode(src, lists);
+    return m;
+  }
+
+  PyState start(const PyMemory& memory) const { return PyState{model_->start(memory.memory)}; }
+
+  py::dict step(PyState& st, const py::handle& tokens_obj, bool argmax, int topk, const py::object& ids_obj,
+                bool logprobs) {
+    const char* fn = "step";
+    auto tokens = checked_array<int64_t>(tokens_obj, {fn, "tokens"}, {2});
+    const py::ssize_t R = static_cast<py::ssize_t>(st.state.rows.size());
+    expect_dim(tokens, 0, R, {fn, "tokens"}, "one row per live row of the state");
+    const int n = static_cast<int>(tokens.shape(1));
+    if (n < 1) throw py::value_error("step: tokens must append at least one position per row (n >= 1)");
+    if (topk < 0 || topk > kMaxTopK)
+      throw py::value_error("step: topk must be in [0, " + std::to_string(kMaxTopK) + "]");
+    std::vector<int32_t> tok(static_cast<size_t>(R) * n);
+    for (py::ssize_t i = 0; i < tokens.size(); ++i) {
+      int64_t id = tokens.data()[i];
+      if (id < 0 || id >= cfg().vocab_size)
+        throw py::value_error("step: token id " + std::to_string(id) + " at row " + std::to_string(i / n) +
+                              ", position " + std::to_string(i % n) + " is outside [0, " +
+                              std::to_string(cfg().vocab_size) + ")");
+      tok[static_cast<size_t>(i)] = static_cast<int32_t>(id);
+    }
+    StepRequest req;
+    req.argmax = argmax;
+    req.topk = topk;
+    req.logprobs = logprobs;
+    py::array_t<int64_t> ids;
+    if (!ids_obj.is_none()) {
+      ids = checked_array<int64_t>(ids_obj, {fn, "ids"}, {2});
+      expect_dim(ids, 0, R, {fn, "ids"}, "rows of tokens");
+      expect_dim(ids, 1, n, {fn, "ids"}, "positions of tokens");
+      for (py::ssize_t i = 0; i < ids.size(); ++i)
+        if (ids.data()[i] < 0 || ids.data()[i] >= cfg().vocab_size)
+          throw py::value_error("step: ids has id " + std::to_string(ids.data()[i]) + ", outside the vocabulary");
+      req.ids = ids.data();
+    }
+    py::dict out;
+    StepOutputs o;
+    py::array_t<int64_t> am({R, static_cast<py::ssize_t>(n)});
+    py::array_t<int64_t> tid({R, static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(topk)});
+    py::array_t<float> tlp({R, static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(topk)});
+    py::array_t<float> ilp({R, static_cast<py::ssize_t>(n)});
+    py::array_t<float> lp = logprobs ? py::array_t<float>({R, static_cast<py::ssize_t>(n),
+                                                           static_cast<py::ssize_t>(cfg().vocab_size)})
+                                     : py::array_t<float>(0);
+    o.argmax = am.mutable_data();
+    if (topk > 0) {
+      o.topk_ids = tid.mutable_data();
+      o.topk_logprobs = tlp.mutable_data();
+    }
+    if (req.ids) o.id_logprobs = ilp.mutable_data();
+    if (logprobs) o.logprobs = lp.mutable_data();
+    {
+      py::gil_scoped_release release;
+      model_->step(st.state, tok.data(), n, req, o);
+    }
+    if (argmax) out["argmax"] = am;
+    if (topk > 0) {
+      out["topk_ids"] = tid;
+      out["topk_logprobs"] = tlp;
+    }
+    if (req.ids) out["id_logprobs"] = ilp;
+    if (logprobs) out["logprobs"] = lp;
+    return out;
+  }
+
+  void truncate(PyState& st, const py::handle& lengths_obj) const {
+    auto lengths = checked_array<int64_t>(lengths_obj, {"truncate", "lengths"}, {1});
+    expect_dim(lengths, 0, static_cast<py::ssize_t>(st.state.rows.size()), {"truncate", "lengths"},
+               "one length per live row");
+    std::vector<int> keep(st.state.rows.size());
+    for (size_t b = 0; b < keep.size(); ++b) {
+      int64_t len = lengths.data()[b];
+      if (len < 0 || len > st.state.rows[b].length)
+        throw py::value_error("truncate: row " + std::to_string(b) + " holds " +
+                              std::to_string(st.state.rows[b].length) + " positions; cannot keep " +
+                              std::to_string(len));
+      keep[b] = static_cast<int>(len);
+    }
+    model_->truncate(st.state, keep);
+  }
+
+  static std::vector<size_t> checked_rows(const py::handle& rows_obj, size_t live, const char* what) {
+    std::vector<size_t> rows;
+    for (const auto& item : rows_obj) {
+      int64_t r = item.cast<int64_t>();
+      if (r < 0 || static_cast<size_t>(r) >= live)
+        throw py::value_error(std::string(what) + ": row " + std::to_string(r) + " does not exist (" +
+                              std::to_string(live) + " live rows)");
+      rows.push_back(static_cast<size_t>(r));
+    }
+    return rows;
+  }
+
+  PyState select_state(const PyState& st, const py::handle& rows_obj) const {
+    PyState out;
+    for (size_t r : checked_rows(rows_obj, st.state.rows.size(), "select")) out.state.rows.push_back(st.state.rows[r]);
+    return out;
+  }
+
+  PyMemory select_memory(const PyMemory& m, const py::handle& rows_obj) const {
+    PyMemory out;
+    for (size_t r : checked_rows(rows_obj, m.memory.rows.size(), "select")) out.memory.rows.push_back(m.memory.rows[r]);
+    return out;
+  }
+
+  py::tuple draft(const PyMemory& m, const py::list& prefixes, int k) {
+    if (!cfg().is_drafter()) throw py::value_error("draft: this model is not a drafter (arch = '" + cfg().arch + "')");
+    if (k < 1) throw py::value_error("draft: k must be >= 1");
+    if (prefixes.size() != m.memory.rows.size())
+      throw py::value_error("draft: need one prefix per memory row (" + std::to_string(m.memory.rows.size()) + ")");
+    std::vector<std::vector<int32_t>> pre;
+    for (size_t b = 0; b < prefixes.size(); ++b) pre.push_back(checked_ids(prefixes[b], "prefix", b));
+    const py::ssize_t R = static_cast<py::ssize_t>(pre.size());
+    py::array_t<int64_t> ids({R, static_cast<py::ssize_t>(k)});
+    py::array_t<float> lps({R, static_cast<py::ssize_t>(k)});
+    int64_t* ids_ptr = ids.mutable_data();
+    float* lps_ptr = lps.mutable_data();
+    {
+      py::gil_scoped_release release;
+      model_->draft(m.memory, pre, k, ids_ptr, lps_ptr);
+    }
+    return py::make_tuple(ids, lps);
+  }
+
+  int threads() const { return model_->threads(); }
+
+ private:
+  std::unique_ptr<Model> model_;
+};
+
+}  // namespace
+
+void bind_model(py::module_& m) {
+  py::class_<PyMemory>(m, "Memory", "Encoder output of a batch (per row: cross-attention K/V, shortlist).")
+      .def_property_readonly("rows", [](const PyMemory& mem) { return mem.memory.rows.size(); });
+  py::class_<PyState>(m, "State", "Decoder state of a batch (per row: caches and length).")
+      .def_property_readonly("rows", [](const PyState& s) { return s.state.rows.size(); })
+      .def_property_readonly("lengths", [](const PyState& s) {
+        py::array_t<int64_t> out(static_cast<py::ssize_t>(s.state.rows.size()));
+        for (size_t b = 0; b < s.state.rows.size(); ++b) out.mutable_data()[b] = s.state.rows[b].length;
+        return out;
+      });
+  py::class_<PyModel>(m, "Model", "A loaded model (see pyfastdec.backends.native for the Backend protocol).")
+      .def(py::init<const py::dict&, const py::dict&, const py::dict&, int>(), py::arg("config"),
+           py::arg("tensors"), py::arg("activation_scales"), py::arg("threads"))
+      .def_property_readonly("threads", &PyModel::threads)
+      .def("encode", &PyModel::encode, py::arg("sources"), py::arg("shortlists") = py::none())
+      .def("start", &PyModel::start, py::arg("memory"))
+      .def("step", &PyModel::step, py::arg("state"), py::arg("tokens"), py::kw_only(), py::arg("argmax") = true,
+           py::arg("topk") = 0, py::arg("ids") = py::none(), py::arg("logprobs") = false)
+      .def("truncate", &PyModel::truncate, py::arg("state"), py::arg("lengths"))
+      .def("select_state", &PyModel::select_state, py::arg("state"), py::arg("rows"))
+      .def("select_memory", &PyModel::select_memory, py::arg("memory"), py::arg("rows"))
+      .def("draft", &PyModel::draft, py::arg("memory"), py::arg("prefixes"), py::arg("k"));
+}
+
+}  // namespace fastdec

@@ -1,0 +1,51 @@
+// A linear layer y = x W^T + b (+ReLU) in fp32 or int8. Several projections that read
+// the same input (q|k|v, cross k|v, SSRU w|wf) are concatenated along the output so
+// they run as one GEMM.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/gemm_f32.h"
+#include "kernels/gemm_i8.h"
+#include "model/weights.h"
+
+namespace fastdec {
+
+struct LinearPart {
+  std::string name;     // e.g. "decoder.layers.0.self_attn.q" (weight at name + ".weight")
+  int out = 0;
+  bool has_bias = true;
+};
+
+class Linear {
+ public:
+  Linear() = default;
+  // in: input size. int8: weights are int8 with per-row `weight_scale`; act_scale > 0 is
+  // the calibrated input multiplier, 0 quantises each row dynamically.
+  Linear(const KernelTable& kernels, const TensorLookup& lookup, const std::vector<LinearPart>& parts,
+         int in, bool int8, float act_scale);
+  // A float32 matrix [out, in] quantised per row here (the tied output layer in int8
+  // mode). keep_rows allows column subsets (shortlists).
+  static Linear quantized_from_float(const KernelTable& kernels, const float* w, int out, int in,
+                                     const float* bias, bool keep_rows);
+  static Linear from_float(const KernelTable& kernels, const float* w, int out, int in, const float* bias);
+
+  int out() const { return out_; }
+  int in() const { return in_; }
+
+  void forward(const float* x, int rows, float* y, ThreadPool* pool, bool relu = false) const;
+  // Per-row column subset (int8 with keep_rows only): see gemm_i8_columns.
+  void forward_columns(const float* x, int rows, const int32_t* cols, const int64_t* offsets,
+                       float* y, ThreadPool* pool) const;
+  bool supports_columns() const { return i8_ && i8_->has_rows(); }
+
+ private:
+  int out_ = 0, in_ = 0;
+  float act_scale_ = 0.f;
+  std::unique_ptr<I8Matrix> i8_;
+  std::unique_ptr<F32Matrix> f32_;
+  std::vector<float> bias_;
+};
+
+}  // namespace fastdec

@@ -1,0 +1,29 @@
+// Model shape and token ids, as config.json gives them (export/FORMAT.md). The Python
+// loader (pyfastdec/model_dir.py) validates the file; this struct only carries values.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace fastdec {
+
+struct LayerShape {
+  int heads = 0;
+  int ffn = 0;
+};
+
+struct ModelConfig {
+  std::string arch;          // "transformer" | "nat-drafter"
+  int d_model = 0;
+  int head_dim = 0;
+  int vocab_size = 0;
+  bool pre_norm = true;
+  bool ssru_decoder = false; // decoder self sublayer: SSRU instead of attention
+  std::vector<LayerShape> encoder, decoder;
+  int pad = 0, unk = 1, bos = 2, eos = 3, mask = 4;
+  int block_size = 0;        // drafters only
+  bool int8 = false;         // quantized linears (weights int8 + per-row scales)
+
+  bool is_drafter() const { return arch == "nat-drafter"; }
+};
+
+}  // namespace fastdec

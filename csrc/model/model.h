@@ -1,0 +1,102 @@
+// The native seq2seq model: encoder, incremental decoder (attention or SSRU self
+// sublayer) with multi-token steps and exact roll-back, int8 or fp32 projections,
+// per-row shortlists, and the block drafter of GAD. Implements what the Backend
+// protocol (pyfastdec/backends/base.py) asks; the Python side adds the protocol types.
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel_table.h"
+#include "kernels/thread_pool.h"
+#include "layers/layer_norm.h"
+#include "layers/linear.h"
+#include "model/config.h"
+#include "model/state.h"
+#include "model/weights.h"
+
+namespace fastdec {
+
+// What `step` returns per appended position; null outputs are not computed.
+struct StepRequest {
+  bool argmax = true;
+  int topk = 0;
+  const int64_t* ids = nullptr;  // [rows, n]: log-prob of these ids
+  bool logprobs = false;         // full [V] log-softmax
+};
+struct StepOutputs {
+  int64_t* argmax = nullptr;         // [rows, n]
+  int64_t* topk_ids = nullptr;       // [rows, n, topk]
+  float* topk_logprobs = nullptr;    // [rows, n, topk]
+  float* id_logprobs = nullptr;      // [rows, n]
+  float* logprobs = nullptr;         // [rows, n, V]
+};
+
+class Model {
+ public:
+  // act_scales: calibrated input multipliers of int8 linears by name (missing -> dynamic).
+  Model(ModelConfig config, const TensorLookup& lookup, const std::map<std::string, float>& act_scales,
+        int threads);
+
+  const ModelConfig& config() const { return cfg_; }
+  int threads() const { return pool_.size(); }
+
+  // sources: ids with EOS; shortlists: per row sorted candidate ids (may be empty).
+  Memory encode(const std::vector<std::vector<int32_t>>& sources,
+                const std::vector<std::vector<int32_t>>& shortlists);
+  DecoderState start(const Memory& memory) const;
+  // tokens [rows, n] row-major; appends n positions to every row in one pass.
+  void step(DecoderState& state, const int32_t* tokens, int n, const StepRequest& request,
+            const StepOutputs& outputs);
+  void truncate(DecoderState& state, const std::vector<int>& lengths) const;
+  // Drafter: for each row, the k tokens after [BOS, prefix] (argmax) and their log-probs.
+  void draft(const Memory& memory, const std::vector<std::vector<int32_t>>& prefixes, int k,
+             int64_t* ids, float* logprobs);
+
+ private:
+  struct EncoderLayer {
+    int heads = 0;
+    LayerNorm ln_attn, ln_ffn;
+    Linear qkv, o, fc1, fc2;
+  };
+  struct DecoderLayer {
+    int heads = 0;
+    LayerNorm ln_self, ln_cross, ln_ffn;
+    Linear self_qkv, self_o;   // attention self sublayer
+    Linear ssru;               // [w | wf]: SSRU self sublayer
+    Linear cross_q, cross_kv, cross_o, fc1, fc2;
+  };
+  // Self-attention visibility of a decoder pass.
+  enum class Visibility { kCausal, kDraftBlock };
+
+  void embed(int32_t id, int position, float* out) const;
+  void sublayer_input(const LayerNorm& ln, const float* x, int rows, float* h) const;
+  void add_residual(const LayerNorm& ln, float* x, const float* y, int rows) const;
+  void grow(RowCache& row, int length) const;
+  // Runs every decoder layer over counts[b] new positions of each row (x: [sum, d],
+  // row-major by row), appending to the rows' caches; leaves the final hidden states
+  // (after the final layer norm) in x.
+  void decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& counts, float* x,
+                    Visibility visibility, int block);
+  // Output layer over hidden rows h [T, d]; row t belongs to cache row row_of[t].
+  void output_stats(const float* h, int T, const std::vector<const MemoryRow*>& memory_of,
+                    const StepRequest& request, const StepOutputs& outputs);
+
+  ModelConfig cfg_;
+  const KernelTable& kt_;
+  ThreadPool pool_;
+  std::mutex call_mutex_;  // one call at a time: scratch buffers are shared
+  int inner_enc_ = 0;
+  std::vector<float> embed_;  // [V, d] fp32
+  std::vector<float> output_bias_;
+  Linear output_;             // tied embedding; int8 (with column subsets) or fp32
+  std::vector<EncoderLayer> encoder_;
+  std::vector<DecoderLayer> decoder_;
+  LayerNorm enc_final_, dec_final_;
+  // Scratch, reused across calls.
+  std::vector<float> x_, h_, big_, y_, att_, logits_;
+};
+
+}  // namespace fastdec

@@ -1,0 +1,112 @@
+"""The native backend: pyfastdec's C++ engine behind the Backend protocol (base.py).
+
+Weights are read zero-copy from the model directory (a memory map) and packed for the
+running ISA at load; int8 directories run int8 GEMMs with their calibrated activation
+scales. A `shortlist.bin` in the directory (or given explicitly) restricts each row's
+output layer to the candidates of its own source sentence, so a row's output never
+depends on the other rows of its batch.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from pyfastdec import _engine
+from pyfastdec.backends.base import Draft, StepOut, Want
+from pyfastdec.model_dir import ModelConfig, ModelDir
+from pyfastdec.runtime import default_threads
+from pyfastdec.shortlist import Shortlist
+
+SHORTLIST_FILE = "shortlist.bin"
+
+
+def engine_config(cfg: ModelConfig) -> dict:
+    """The config as the C++ engine reads it (config.json's field names)."""
+    return {
+        "arch": cfg.arch, "d_model": cfg.d_model, "head_dim": cfg.head_dim,
+        "vocab_size": cfg.vocab_size, "norm": cfg.norm,
+        "encoder": {"layers": [{"heads": s.heads, "ffn": s.ffn} for s in cfg.encoder_layers]},
+        "decoder": {"self": cfg.decoder_self,
+                    "layers": [{"heads": s.heads, "ffn": s.ffn} for s in cfg.decoder_layers]},
+        "tokens": dict(cfg.tokens), "block_size": cfg.block_size,
+        "quantization": None if cfg.quantization is None else {"weights": cfg.quantization.weights},
+    }
+
+
+class NativeBackend:
+    """One model directory on the native engine.
+
+    threads: intra-op threads (default: physical cores, or FASTDEC_THREADS).
+    shortlist: True = use the directory's shortlist.bin if present; False = full
+    vocabulary; a path = that shortlist file.
+    """
+
+    def __init__(self, path: str | os.PathLike, threads: int | None = None,
+                 shortlist: bool | str | os.PathLike = True):
+        self.model_dir = ModelDir.load(path)
+        cfg = self.model_dir.config
+        self.config = cfg
+        self.tokens = dict(cfg.tokens)
+        self.vocab_size = cfg.vocab_size
+        self.arch = cfg.arch
+        self.block_size = cfg.block_size
+        scales = cfg.quantization.activation_scales if cfg.quantization else {}
+        self.threads = threads or default_threads()
+        self._model = _engine.Model(engine_config(cfg), self.model_dir.tensors, dict(scales), self.threads)
+        self.shortlist = self._load_shortlist(Path(path), shortlist)
+
+    def _load_shortlist(self, model_path: Path, shortlist) -> Shortlist | None:
+        if shortlist is False or shortlist is None:
+            return None
+        file = model_path / SHORTLIST_FILE if shortlist is True else Path(shortlist)
+        if shortlist is True and not file.exists():
+            return None
+        loaded = Shortlist.load(file)
+        if loaded.vocab_size != self.vocab_size:
+            raise ValueError(f"{file}: vocab_size: {loaded.vocab_size} differs from the model's "
+                             f"{self.vocab_size} ({self.model_dir.path})")
+        return loaded
+
+    # ---- Backend protocol
+    def encode(self, src_ids: list[list[int]]):
+        sources = [list(map(int, s)) for s in src_ids]
+        lists = None
+        if self.shortlist is not None:
+            lists = [self.shortlist.candidates(s).tolist() for s in sources]
+        return self._model.encode(sources, lists)
+
+    def start(self, memory):
+        self._require_ar("start")
+        return self._model.start(memory)
+
+    def step(self, state, tokens: np.ndarray, want: Want = Want()) -> StepOut:
+        self._require_ar("step")
+        tokens = np.ascontiguousarray(tokens, dtype=np.int64)
+        ids = None if want.ids is None else np.ascontiguousarray(want.ids, dtype=np.int64)
+        out = self._model.step(state, tokens, argmax=want.argmax, topk=want.topk, ids=ids,
+                               logprobs=want.logprobs)
+        return StepOut(argmax=out.get("argmax"), topk_ids=out.get("topk_ids"),
+                       topk_logprobs=out.get("topk_logprobs"), id_logprobs=out.get("id_logprobs"),
+                       logprobs=out.get("logprobs"))
+
+    def truncate(self, state, lengths: np.ndarray):
+        self._model.truncate(state, np.ascontiguousarray(lengths, dtype=np.int64))
+        return state
+
+    def select(self, state_or_memory, rows: np.ndarray):
+        rows = [int(r) for r in np.asarray(rows).reshape(-1)]
+        if isinstance(state_or_memory, _engine.State):
+            return self._model.select_state(state_or_memory, rows)
+        if isinstance(state_or_memory, _engine.Memory):
+            return self._model.select_memory(state_or_memory, rows)
+        raise TypeError(f"select: expected a native State or Memory, got {type(state_or_memory).__name__}")
+
+    def draft(self, memory, prefix: list[list[int]], k: int | None = None) -> Draft:
+        ids, logprobs = self._model.draft(memory, [list(map(int, p)) for p in prefix], k or self.block_size)
+        return Draft(ids, logprobs)
+
+    def _require_ar(self, what: str):
+        if self.arch != "transformer":
+            raise ValueError(f"{what}: a {self.arch!r} model has no incremental decoder; use draft()")
