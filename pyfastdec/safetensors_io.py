@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -226,6 +227,9 @@ def _read_header_from(path: Any, f) -> Header:
 
 def read_header(path: str | os.PathLike) -> Header:
     """Parse and validate the header of a .safetensors file (reads no tensor data)."""
+    # A FIFO or device would block or lie about its size; only regular files are mapped.
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise _fail(path, "file", "not a regular file (expected a .safetensors file)")
     with open(path, "rb") as f:
         return _read_header_from(path, f)
 
