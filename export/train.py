@@ -184,8 +184,8 @@ def main(argv=None) -> None:
         skip_batches = state.get("batches_in_epoch", 0)
         if skip_batches:  # the checkpoint was written mid-epoch: finish that epoch first
             epoch -= 1
-        log(f"resumed from {ckpts[-1].name}: epoch {epoch + bool(skip_batches)}, batch {skip_batches}, "
-            f"step {step}, {spent / 60:.1f} min spent")
+        where = f"inside epoch {epoch + 1} after batch {skip_batches}" if skip_batches else f"after epoch {epoch}"
+        log(f"resumed from {ckpts[-1].name} {where}: step {step}, {spent / 60:.1f} min spent")
 
     batcher = BucketBatcher(train_ids, recipe["batch_tokens"], model.pad, model.bos, model.eos)
     log(f"{len(batcher.buckets)} length buckets; {len(batcher.epoch(0))} batches per epoch")
