@@ -55,9 +55,16 @@ Model::Model(ModelConfig config, const TensorLookup& lookup,
   output_ = cfg_.int8 ? Linear::quantized_from_float(kt_, embed_.data(), V, d, output_bias_.data(), true)
                       : Linear::from_float(kt_, embed_.data(), V, d, output_bias_.data());
 
+  // Projections that read the same input run as one GEMM, so they must share one
+  // calibrated input scale (calibration sees the same tensor, so it gives the same one).
   auto linear = [&](const std::string& prefix, std::vector<LinearPart> parts, int in) {
     for (auto& p : parts) p.name = prefix + p.name;
-    return Linear(kt_, lookup, parts, in, cfg_.int8, cfg_.int8 ? scale_of(act_scales, parts[0].name) : 0.f);
+    float scale = cfg_.int8 ? scale_of(act_scales, parts[0].name) : 0.f;
+    for (const auto& p : parts)
+      if (cfg_.int8 && scale_of(act_scales, p.name) != scale)
+        throw std::invalid_argument("activation_scales: '" + p.name + "' differs from '" + parts[0].name +
+                                    "', but both read the same input and run as one int8 GEMM");
+    return Linear(kt_, lookup, parts, in, cfg_.int8, scale);
   };
   for (size_t i = 0; i < cfg_.encoder.size(); ++i) {
     const LayerShape& s = cfg_.encoder[i];
