@@ -92,7 +92,7 @@ def ort_int8(a, w):
         [helper.make_tensor_value_info("a", TensorProto.FLOAT, [None, K])],
         [helper.make_tensor_value_info("c", TensorProto.FLOAT, [None, N])],
         [numpy_helper.from_array(q_t, "w_q"), numpy_helper.from_array(scale, "w_scale")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     session = _ort_session(model)
     feeds = {"a": a}
     return lambda: session.run(None, feeds)
@@ -109,7 +109,7 @@ def ort_matmulint(a, w):
         [helper.make_tensor_value_info("a_q", TensorProto.UINT8, [None, K])],
         [helper.make_tensor_value_info("acc", TensorProto.INT32, [None, N])],
         [numpy_helper.from_array(q_t, "w_q")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     session = _ort_session(model)
     feeds = {"a_q": a_q}
     return lambda: session.run(None, feeds)
