@@ -1,0 +1,145 @@
+"""The draft-then-verify loop shared by IAD and GAD/GAD++ (only the drafts differ).
+
+Every iteration, each live row holds its accepted output y1..ym, of which the verifier
+state already holds BOS y1..y(m-1); ym (BOS at the start) is "pending". A draft source
+proposes d1..dk per row; the verifier scores [pending, d1..dk] in ONE `step` (rows with
+shorter drafts are padded, and the padding positions are rolled back like any rejected
+token); an acceptance rule keeps d1..dj and adds the verifier's own token after dj (the
+correction at the first rejected position, or the bonus token when all k pass); the
+state is truncated to BOS y1..ym d1..dj. Rows leave the batch (verifier state and draft
+source together) at EOS or at their length limit; outputs stay in input order.
+"""
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+import numpy as np
+
+from pyfastdec.backends.base import Backend, StepOut, Want
+
+from .limits import row_limits
+from .result import DecodeStats
+
+
+class DraftSource(Protocol):
+    """Where drafts come from (the source sentence for IAD, a drafter model for GAD)."""
+
+    def propose(self, prefixes: list[list[int]]) -> list[list[int]]:
+        """The draft of every live row, given its accepted output so far (no BOS).
+        May be empty (the verifier then decodes one token) or too long (the loop cuts it
+        after its first EOS and to the row's length budget)."""
+
+    def keep(self, rows: np.ndarray) -> None:
+        """Only these live rows (indices into the current live rows, in order) remain."""
+
+
+# An acceptance rule: (step output [rows, w], drafts [rows, w-1] padded, draft lengths [rows])
+# -> (number of accepted draft tokens j [rows], the verifier's token after them [rows]).
+AcceptRule = Callable[[StepOut, np.ndarray, np.ndarray], "tuple[np.ndarray, np.ndarray]"]
+
+
+def _prefix_length(agree: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Per row, how many leading positions (within its draft length) all agree."""
+    inside = np.arange(agree.shape[1])[None, :] < lengths[:, None]
+    return np.cumprod(agree & inside, axis=1).sum(axis=1).astype(np.int64)
+
+
+def accept_argmax(out: StepOut, drafts: np.ndarray, lengths: np.ndarray):
+    """Lossless: keep draft tokens while each equals the verifier's argmax there.
+    Position i of the step scores the token after input i, so d(i+1) is checked against
+    argmax[:, i]; the token after the accepted prefix is argmax[:, j]."""
+    argmax = out.argmax
+    j = _prefix_length(drafts == argmax[:, :-1], lengths)
+    return j, argmax[np.arange(len(j)), j]
+
+
+def accept_topk(tau: float) -> AcceptRule:
+    """GAD++: keep a draft token while it is among the verifier's top-beta (beta = the
+    `topk` the step was asked for) and its log-prob is within tau of the top-1's.
+    beta = 1, tau = 0 is exactly accept_argmax. The token after the accepted prefix is
+    the verifier's top-1 there."""
+
+    def accept(out: StepOut, drafts: np.ndarray, lengths: np.ndarray):
+        ids, logp = out.topk_ids[:, :-1, :], out.topk_logprobs[:, :-1, :]
+        hit = ids == drafts[:, :, None]
+        draft_logp = np.where(hit, logp, -np.inf).max(axis=2)
+        agree = hit.any(axis=2) & (logp[:, :, 0] - draft_logp <= tau)
+        j = _prefix_length(agree, lengths)
+        return j, out.topk_ids[np.arange(len(j)), j, 0]
+
+    return accept
+
+
+def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftSource,
+                     accept: AcceptRule, want: Want, max_len: int | None,
+                     stats: DecodeStats) -> list[list[int]]:
+    """Outputs (ids without BOS/EOS, input order); counters and times go into `stats`.
+    The caller has already encoded with the draft source's model, if any, and times the
+    whole call (stats.total)."""
+    outs: list[list[int]] = [[] for _ in src_ids]
+    if not src_ids:
+        return outs
+    limits = row_limits(src_ids, max_len)
+    bos, eos, pad = (verifier.tokens[t] for t in ("bos", "eos", "pad"))
+    with stats.timing("encoder"):
+        memory = verifier.encode(src_ids)
+    with stats.timing("verifier"):
+        state = verifier.start(memory)
+    live = np.arange(len(src_ids))  # input index of each live row, in state order
+    pending = np.full(len(live), bos, dtype=np.int64)
+    held = np.zeros(len(live), dtype=np.int64)  # positions in the state, BOS included
+    while live.size:
+        drafts = [_cut(d, eos, limits[i] - len(outs[i]) - 1)
+                  for i, d in zip(live, source.propose([outs[i] for i in live]))]
+        lengths = np.array([len(d) for d in drafts], dtype=np.int64)
+        width = 1 + int(lengths.max())
+        tokens = np.full((live.size, width), pad, dtype=np.int64)
+        tokens[:, 0] = pending
+        for r, d in enumerate(drafts):
+            tokens[r, 1:1 + len(d)] = d
+        with stats.timing("verifier"):
+            out = verifier.step(state, tokens, want)
+        stats.iterations += 1
+        stats.row_steps += live.size
+        stats.drafted += int(lengths.sum())
+        j, nxt = accept(out, tokens[:, 1:], lengths)
+        stats.accepted += int(j.sum())
+
+        keep = []
+        for r, i in enumerate(live):
+            new = drafts[r][:j[r]] + [int(nxt[r])]
+            if eos in new:  # the row is done; whatever followed EOS is discarded
+                new = new[:new.index(eos)]
+                outs[i].extend(new)
+                stats.generated += len(new) + 1
+                continue
+            outs[i].extend(new)
+            stats.generated += len(new)
+            if len(outs[i]) >= limits[i]:
+                stats.hit_max_len.append(int(i))
+            else:
+                keep.append(r)
+        held += 1 + j  # the pending token and the accepted draft; the rest is rolled back
+        pending = nxt
+        if len(keep) < live.size:
+            if not keep:
+                break
+            rows = np.asarray(keep, dtype=np.int64)
+            live, held, pending = live[rows], held[rows], pending[rows]
+            with stats.timing("verifier"):
+                state = verifier.select(state, rows)
+            source.keep(rows)
+        if width > 1:
+            with stats.timing("verifier"):
+                state = verifier.truncate(state, held)
+    stats.hit_max_len.sort()
+    return outs
+
+
+def _cut(draft, eos: int, budget: int) -> list[int]:
+    """The draft up to and including its first EOS, and at most `budget` tokens (the
+    accepted draft plus the verifier's token must fit the row's length limit)."""
+    draft = [int(t) for t in draft][:max(budget, 0)]
+    if eos in draft:
+        draft = draft[:draft.index(eos) + 1]
+    return draft

@@ -1,0 +1,79 @@
+"""Generalized aggressive decoding (GAD; Xia et al. 2022) and GAD++.
+
+A non-autoregressive drafter (arch "nat-drafter") reads the source and the accepted
+prefix and proposes the next k tokens at once; the autoregressive verifier checks them
+in one step (draft_verify.py).
+- gad: keep drafted tokens while each equals the verifier's argmax; lossless (= greedy).
+- gad_plus (GAD++): keep a drafted token while it is within the verifier's top-beta and
+  its log-prob is within tau of the top-1's. Not lossless unless beta = 1 and tau = 0.
+  The paper's settings: beta = 3, tau = 1.0 (quality), beta = 5, tau = 3.0 (speed).
+Either way the verifier's own token follows the kept draft (the correction at the first
+rejected position, or a bonus token when all k pass).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from pyfastdec.backends.base import Backend, Want
+
+from .draft_verify import AcceptRule, accept_argmax, accept_topk, draft_and_verify
+from .result import DecodeStats
+
+
+class _DrafterDrafts:
+    """Drafts from a drafter backend; its memory follows the verifier's live rows."""
+
+    def __init__(self, drafter: Backend, src_ids: list[list[int]], k: int, stats: DecodeStats):
+        self.drafter, self.k, self.stats = drafter, k, stats
+        with stats.timing("encoder"):
+            self.memory = drafter.encode(src_ids)
+
+    def propose(self, prefixes: list[list[int]]) -> list[list[int]]:
+        with self.stats.timing("drafter"):
+            ids = self.drafter.draft(self.memory, prefixes, self.k).ids
+        return [row.tolist() for row in np.asarray(ids)]
+
+    def keep(self, rows: np.ndarray) -> None:
+        with self.stats.timing("drafter"):
+            self.memory = self.drafter.select(self.memory, rows)
+
+
+def _block_size(drafter: Backend, k: int | None) -> int:
+    if getattr(drafter, "arch", None) != "nat-drafter":
+        raise ValueError(f"GAD: the drafter must be a 'nat-drafter' model, got arch {getattr(drafter, 'arch', None)!r}")
+    k = k if k is not None else drafter.block_size
+    if k is None or int(k) < 1:
+        raise ValueError(f"GAD: draft length k must be >= 1 (default: the drafter's block_size), got {k}")
+    return int(k)
+
+
+def _run(verifier, drafter, src_ids, k, accept: AcceptRule, want: Want, max_len):
+    stats = DecodeStats(sentences=len(src_ids))
+    k = _block_size(drafter, k)
+    if not src_ids:
+        return [], stats
+    with stats.total():
+        source = _DrafterDrafts(drafter, src_ids, k, stats)
+        outs = draft_and_verify(verifier, src_ids, source, accept, want, max_len, stats)
+    return outs, stats
+
+
+def gad(verifier: Backend, drafter: Backend, src_ids: list[list[int]], k: int | None = None,
+        max_len: int | None = None) -> tuple[list[list[int]], DecodeStats]:
+    """Vanilla GAD: outputs (ids without BOS/EOS, input order; equal to greedy's) and
+    statistics. k: drafted tokens per iteration (default: the drafter's block_size);
+    max_len as in greedy."""
+    return _run(verifier, drafter, src_ids, k, accept_argmax, Want(argmax=True), max_len)
+
+
+def gad_plus(verifier: Backend, drafter: Backend, src_ids: list[list[int]], beta: int = 3,
+             tau: float = 1.0, k: int | None = None, max_len: int | None = None
+             ) -> tuple[list[list[int]], DecodeStats]:
+    """GAD++ with top-beta / tau acceptance (defaults: the paper's quality setting);
+    beta = 1, tau = 0 gives vanilla GAD's outputs. Other arguments as in gad."""
+    if int(beta) < 1 or int(beta) > verifier.vocab_size:
+        raise ValueError(f"GAD++: beta must be in [1, vocab_size={verifier.vocab_size}], got {beta}")
+    if not tau >= 0:
+        raise ValueError(f"GAD++: tau must be >= 0, got {tau}")
+    return _run(verifier, drafter, src_ids, k, accept_topk(float(tau)),
+                Want(argmax=False, topk=int(beta)), max_len)

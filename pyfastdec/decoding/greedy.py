@@ -1,0 +1,60 @@
+"""Greedy decoding: the reference every lossless strategy must equal token for token.
+
+Batched: every live row advances by one token per `step`; a row leaves the batch (via
+`backend.select`) as soon as it emits EOS or reaches its length limit.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from pyfastdec.backends.base import Backend, Want
+
+from .limits import row_limits
+from .result import DecodeStats
+
+
+def greedy(backend: Backend, src_ids: list[list[int]], max_len: int | None = None
+           ) -> tuple[list[list[int]], DecodeStats]:
+    """Greedy outputs (ids without BOS/EOS), in input order, and statistics.
+
+    max_len: output tokens per row (EOS not counted); default 2 * len(source) + 10 per
+    row (limits.default_max_len). Iterations = the longest row's number of steps, where a
+    row that ends at EOS after L tokens takes L + 1 steps and one cut at max_len takes L.
+    """
+    stats = DecodeStats(sentences=len(src_ids))
+    outs: list[list[int]] = [[] for _ in src_ids]
+    if not src_ids:
+        return outs, stats
+    with stats.total():
+        limits = row_limits(src_ids, max_len)
+        bos, eos = backend.tokens["bos"], backend.tokens["eos"]
+        with stats.timing("encoder"):
+            memory = backend.encode(src_ids)
+        with stats.timing("verifier"):
+            state = backend.start(memory)
+        live = np.arange(len(src_ids))  # input index of each row of `state`
+        tokens = np.full((len(live), 1), bos, dtype=np.int64)
+        while live.size:
+            with stats.timing("verifier"):
+                nxt = backend.step(state, tokens, Want(argmax=True)).argmax[:, 0]
+            stats.iterations += 1
+            stats.row_steps += live.size
+            stats.generated += live.size
+            keep = []
+            for r, i in enumerate(live):
+                token = int(nxt[r])
+                if token == eos:
+                    continue
+                outs[i].append(token)
+                if len(outs[i]) >= limits[i]:
+                    stats.hit_max_len.append(int(i))
+                else:
+                    keep.append(r)
+            if len(keep) < live.size:
+                live = live[keep]
+                if live.size:
+                    with stats.timing("verifier"):
+                        state = backend.select(state, np.asarray(keep, dtype=np.int64))
+            tokens = nxt[keep].reshape(-1, 1).astype(np.int64)
+    stats.hit_max_len.sort()
+    return outs, stats
