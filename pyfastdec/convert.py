@@ -1,0 +1,282 @@
+"""Convert a pyfastdec model directory (export/FORMAT.md) into a CTranslate2 model.
+
+pyfastdec's speed claims are measured side by side against CTranslate2 on the same
+weights, so the conversion must make CTranslate2 compute exactly what FORMAT.md
+specifies. The spec is filled through CTranslate2's own Python spec API
+(ctranslate2.specs.TransformerSpec), as its bundled fairseq / OpenNMT-py converters do.
+What each setting matches:
+
+- Embeddings: one tied matrix as the source embedding, the target embedding and the
+  output projection (CTranslate2 aliases identical variables, so it is stored once);
+  `scale_embeddings` multiplies by sqrt(d_model) before positions are added.
+- Positions: CTranslate2's built-in sinusoidal table is [sin..., cos...] concatenated, with
+  frequencies 10000^(-i/(d/2-1)) and position p at row p+1; ours is interleaved sin/cos
+  with 10000^(-2i/d) from position 0. So our exact table is stored as a *learned*
+  position-encoding matrix (`position_encodings.encodings`), row p = position p, for
+  `max_positions` positions (default 1024). CTranslate2 indexes it from 0 in the encoder
+  and from 0 = the decoder start token (our BOS) in the decoder, like our model; a
+  source or a decoder longer than the table makes CTranslate2 raise, never wrap. Its
+  `translate_batch` also truncates sources at max_input_length=1024 by default.
+- Layers: pre/post norm (`pre_norm`), layer norms with eps 1e-5 (`layer_norm_epsilon`),
+  q/k/v fused into one linear for self-attention and k/v for cross-attention, per-layer
+  FFN sizes (CTranslate2 reads them from the weight shapes), `head_dim` given explicitly
+  because pruned models have heads * head_dim != d_model, ReLU, output linear with bias.
+- Tokens: the sentencepiece pieces in id order are both vocabularies, so CTranslate2's
+  token ids are ours; unk/bos/eos are our pieces, the decoder starts with BOS, and
+  `add_source_eos` appends EOS to the source, so callers pass the plain sentencepiece
+  pieces (`sp.encode(text, out_type=str)`, no EOS) and the model sees "ids + EOS" exactly
+  as our engine does. spm.model is copied into the output directory.
+
+What CTranslate2 cannot express is refused with a ValueError naming the config field:
+SSRU decoders (`decoder.self`), nat-drafter models (`arch`), and head counts that differ
+between the layers of one stack (`encoder.layers[i].heads`; CTranslate2 has one
+`num_heads` per encoder and per decoder). Encoder and decoder may differ from each other.
+
+Greedy decoding equivalent to ours: `translate_batch(pieces, beam_size=1,
+min_decoding_length=0, max_decoding_length=N)` (CTranslate2's default minimum length of
+1 forbids an empty translation, which our greedy allows).
+
+int8 model directories: our int8 weights are dequantised (q * weight_scale per row) to
+float32 before conversion, so with quantization=None/"float32" CTranslate2 runs the very
+float weights our int8 model approximates. With quantization="int8" CTranslate2 then
+re-quantises them with its own per-row scales and dynamic per-row activation scales
+(and, unlike our format, also quantises the embedding / output matrix): the comparison
+uses the same float weights, each engine applying its own int8 scheme.
+
+CLI: python -m pyfastdec.convert ctranslate2 MODEL_DIR OUT_DIR [--quantization int8]
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from pyfastdec.model_dir import ModelConfig, ModelDir, quantized_linears
+
+DEFAULT_MAX_POSITIONS = 1024  # = translate_batch's default max_input_length
+LAYER_NORM_EPS = 1e-5  # FORMAT.md: every layer norm
+
+
+def _import_ctranslate2():
+    """(common_spec, transformer_spec) of ctranslate2, a benchmark-only dependency."""
+    try:
+        from ctranslate2.specs import common_spec, transformer_spec
+    except ImportError as err:
+        raise ImportError("converting to CTranslate2 needs the ctranslate2 package, a benchmark-only "
+                          "dependency: pip install 'pyfastdec[bench]' (or pip install 'ctranslate2>=4')"
+                          ) from err
+    return common_spec, transformer_spec
+
+
+# ----------------------------------------------------------------------------- checks
+def _uniform_heads(layers, stack: str) -> int:
+    heads = layers[0].heads
+    for i, layer in enumerate(layers):
+        if layer.heads != heads:
+            raise ValueError(f"{stack}.layers[{i}].heads = {layer.heads} but {stack}.layers[0].heads = {heads}: "
+                             f"CTranslate2 has one num_heads per {stack}, so per-layer head counts "
+                             f"(pruned models) cannot be converted")
+    return heads
+
+
+def check_convertible(config: ModelConfig) -> tuple[int, int]:
+    """(encoder heads, decoder heads), or a ValueError naming what CTranslate2 cannot run."""
+    if config.arch != "transformer":
+        raise ValueError(f"arch = {config.arch!r}: only autoregressive \"transformer\" models convert "
+                         f"to CTranslate2 (a GAD drafter decodes blocks, which CTranslate2 cannot)")
+    if config.decoder_self != "attention":
+        raise ValueError(f"decoder.self = {config.decoder_self!r}: CTranslate2 has no SSRU decoder; "
+                         f"only decoder.self = \"attention\" models convert")
+    return _uniform_heads(config.encoder_layers, "encoder"), _uniform_heads(config.decoder_layers, "decoder")
+
+
+# ----------------------------------------------------------------------------- weights
+def float_weights(model: ModelDir) -> dict[str, np.ndarray]:
+    """All tensors as float32 arrays; int8 linears dequantised to q * weight_scale[row]."""
+    tensors = {name: np.asarray(t) for name, t in model.tensors.items() if not name.endswith(".weight_scale")}
+    if model.config.quantization is not None:
+        for linear in quantized_linears(model.config):
+            q = model.tensors[f"{linear}.weight"].astype(np.float32)
+            tensors[f"{linear}.weight"] = q * model.tensors[f"{linear}.weight_scale"][:, None]
+    # Copies, never views: the tensors are read-only views of a memory map, and CTranslate2's
+    # spec.optimize quantises in place.
+    return {name: np.array(t, dtype=np.float32, order="C", copy=True) for name, t in tensors.items()}
+
+
+def sinusoidal_table(rows: int, d_model: int) -> np.ndarray:
+    """Our interleaved positions: row p, column 2i = sin(p / 10000^(2i/d)), 2i+1 = cos.
+
+    Computed in float32 step by step like export.modeling.sinusoidal_positions (the
+    float32 rounding of p * inv dominates the error at large p, so it is reproduced)."""
+    i = np.arange(0, d_model, 2, dtype=np.float32)
+    inv = np.exp(np.float32(-math.log(10000.0)) * i / np.float32(d_model))
+    angle = np.arange(rows, dtype=np.float32)[:, None] * inv[None, :]
+    table = np.empty((rows, d_model), dtype=np.float32)
+    table[:, 0::2] = np.sin(angle)
+    table[:, 1::2] = np.cos(angle)
+    return table
+
+
+# ----------------------------------------------------------------------------- spec filling
+class _Filler:
+    """Copies our tensors into a TransformerSpec (names: FORMAT.md -> CTranslate2)."""
+
+    def __init__(self, w: dict[str, np.ndarray]):
+        self.w = w
+
+    def linear(self, spec, name: str) -> None:
+        spec.weight, spec.bias = self.w[f"{name}.weight"], self.w[f"{name}.bias"]
+
+    def fused(self, spec, names: list[str]) -> None:
+        """One linear computing several of ours side by side (output rows concatenated)."""
+        spec.weight = np.concatenate([self.w[f"{n}.weight"] for n in names])
+        spec.bias = np.concatenate([self.w[f"{n}.bias"] for n in names])
+
+    def layer_norm(self, spec, name: str) -> None:
+        spec.gamma, spec.beta = self.w[f"{name}.weight"], self.w[f"{name}.bias"]
+
+    def self_attention(self, spec, name: str, ln: str) -> None:
+        self.fused(spec.linear[0], [f"{name}.q", f"{name}.k", f"{name}.v"])
+        self.linear(spec.linear[1], f"{name}.o")
+        self.layer_norm(spec.layer_norm, ln)
+
+    def cross_attention(self, spec, name: str, ln: str) -> None:
+        self.linear(spec.linear[0], f"{name}.q")
+        self.fused(spec.linear[1], [f"{name}.k", f"{name}.v"])
+        self.linear(spec.linear[2], f"{name}.o")
+        self.layer_norm(spec.layer_norm, ln)
+
+    def ffn(self, spec, layer: str) -> None:
+        self.linear(spec.linear_0, f"{layer}.ffn.fc1")
+        self.linear(spec.linear_1, f"{layer}.ffn.fc2")
+        self.layer_norm(spec.layer_norm, f"{layer}.ln_ffn")
+
+
+def build_spec(model: ModelDir, max_positions: int = DEFAULT_MAX_POSITIONS):
+    """A validated ctranslate2 TransformerSpec equivalent to `model` (not yet optimised)."""
+    common_spec, transformer_spec = _import_ctranslate2()
+    cfg = model.config
+    enc_heads, dec_heads = check_convertible(cfg)
+    if max_positions < cfg.max_source_len:
+        raise ValueError(f"max_positions = {max_positions} < max_source_len = {cfg.max_source_len}: "
+                         f"the position table must cover the longest source the model was trained on")
+    w = float_weights(model)
+    fill = _Filler(w)
+    pre = cfg.norm == "pre"
+    positions = sinusoidal_table(max_positions, cfg.d_model)
+    embed = w["embed.weight"]
+
+    encoder = transformer_spec.TransformerEncoderSpec(
+        len(cfg.encoder_layers), enc_heads, pre_norm=pre, activation=common_spec.Activation.RELU,
+        head_dim=cfg.head_dim)
+    decoder = transformer_spec.TransformerDecoderSpec(
+        len(cfg.decoder_layers), dec_heads, pre_norm=pre, activation=common_spec.Activation.RELU,
+        head_dim=cfg.head_dim)
+
+    encoder.embeddings[0].weight = embed
+    encoder.scale_embeddings = True  # x * sqrt(d_model), before the positions are added
+    encoder.position_encodings.encodings = positions
+    for i, spec in enumerate(encoder.layer):
+        layer = f"encoder.layers.{i}"
+        fill.self_attention(spec.self_attention, f"{layer}.self_attn", f"{layer}.ln_attn")
+        fill.ffn(spec.ffn, layer)
+    if pre:
+        fill.layer_norm(encoder.layer_norm, "encoder.final_ln")
+
+    decoder.embeddings.weight = embed
+    decoder.scale_embeddings = True
+    decoder.position_encodings.encodings = positions
+    for i, spec in enumerate(decoder.layer):
+        layer = f"decoder.layers.{i}"
+        fill.self_attention(spec.self_attention, f"{layer}.self_attn", f"{layer}.ln_self")
+        fill.cross_attention(spec.attention, f"{layer}.cross_attn", f"{layer}.ln_cross")
+        fill.ffn(spec.ffn, layer)
+    if pre:
+        fill.layer_norm(decoder.layer_norm, "decoder.final_ln")
+    decoder.projection.weight = embed  # tied output projection ...
+    decoder.projection.bias = w["output.bias"]  # ... with its own bias
+
+    spec = transformer_spec.TransformerSpec(encoder, decoder)
+    pieces = _pieces(model)
+    spec.register_source_vocabulary(pieces)
+    spec.register_target_vocabulary(pieces)
+    tok = cfg.tokens
+    spec.config.unk_token = pieces[tok["unk"]]
+    spec.config.bos_token = pieces[tok["bos"]]
+    spec.config.eos_token = pieces[tok["eos"]]
+    spec.config.decoder_start_token = pieces[tok["bos"]]  # our decoder position 0 = BOS
+    spec.config.add_source_bos = False
+    spec.config.add_source_eos = True  # source = sentencepiece ids + EOS
+    spec.config.layer_norm_epsilon = LAYER_NORM_EPS
+    spec.register_file(str(model.spm_path), "spm.model")
+    spec.validate()
+    return spec
+
+
+def _pieces(model: ModelDir) -> list[str]:
+    import sentencepiece  # a run-time dependency of pyfastdec
+
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(model.spm_path))
+    return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+
+
+# ----------------------------------------------------------------------------- entry points
+def to_ctranslate2(model_dir: str | os.PathLike, out_dir: str | os.PathLike, quantization: str | None = None,
+                   max_positions: int = DEFAULT_MAX_POSITIONS, force: bool = False) -> Path:
+    """Write a CTranslate2 model equivalent to the pyfastdec model directory `model_dir`.
+
+    quantization: None (keep float32) or any CTranslate2 weight type ("int8", "float32",
+    "int8_float32", "int16", ...), applied by CTranslate2's own `spec.optimize`. int8
+    model directories are dequantised first (see the module docstring: CTranslate2 then
+    quantises the same float weights with its own per-row scales). max_positions: rows
+    of the stored position table, i.e. the longest source (EOS included) and the longest
+    decoder input (BOS included) CTranslate2 will accept. An existing non-empty out_dir is
+    refused unless force=True (it is then replaced). Returns out_dir.
+    """
+    _import_ctranslate2()  # fail before any work if the benchmark extra is missing
+    from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
+
+    if quantization is not None and quantization not in ACCEPTED_MODEL_TYPES:
+        raise ValueError(f"quantization = {quantization!r}: expected None or one of {', '.join(ACCEPTED_MODEL_TYPES)}")
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        if not force:
+            raise FileExistsError(f"{out}: already exists and is not an empty directory (use force=True / --force)")
+        shutil.rmtree(out) if out.is_dir() else out.unlink()
+    spec = build_spec(ModelDir.load(model_dir), max_positions)
+    spec.optimize(quantization=quantization)
+    out.mkdir(parents=True, exist_ok=True)
+    spec.save(str(out))
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pyfastdec.convert",
+                                     description="Convert a pyfastdec model directory for another engine.")
+    sub = parser.add_subparsers(dest="target", required=True)
+    ct2 = sub.add_parser("ctranslate2", help="write a CTranslate2 model (needs the 'bench' extra)")
+    ct2.add_argument("model_dir", help="pyfastdec model directory (config.json, model.safetensors, spm.model)")
+    ct2.add_argument("out_dir", help="output CTranslate2 model directory")
+    ct2.add_argument("--quantization", default=None,
+                     help="CTranslate2 weight type: int8, int8_float32, int16, float32, ... (default: float32)")
+    ct2.add_argument("--max-positions", type=int, default=DEFAULT_MAX_POSITIONS,
+                     help=f"rows of the position table (longest source / decoder input; default {DEFAULT_MAX_POSITIONS})")
+    ct2.add_argument("--force", action="store_true", help="replace an existing output directory")
+    args = parser.parse_args(argv)
+    try:
+        out = to_ctranslate2(args.model_dir, args.out_dir, args.quantization, args.max_positions, args.force)
+    except (ValueError, ImportError, FileExistsError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
