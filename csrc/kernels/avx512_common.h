@@ -106,39 +106,19 @@ void f32_tile_avx512(const F32GemmArgs& g, int m0, int block0) {
   }
 }
 
-// Runs tiles of MR rows over blocks [block_begin, block_end) in groups of NB blocks.
-template <int MR, int NB>
-void f32_rows_avx512(const F32GemmArgs& g, int m0, int block_begin, int block_end) {
-  int b = block_begin;
-  for (; b + NB <= block_end; b += NB) f32_tile_avx512<MR, NB>(g, m0, b);
-  for (; b < block_end; ++b) f32_tile_avx512<MR, 1>(g, m0, b);
-}
-
-template <int NB>
-void f32_rows_dispatch_avx512(const F32GemmArgs& g, int m, int rows, int block_begin,
-                              int block_end) {
-  switch (rows) {
-    case 1: f32_rows_avx512<1, NB>(g, m, block_begin, block_end); break;
-    case 2: f32_rows_avx512<2, NB>(g, m, block_begin, block_end); break;
-    case 3: f32_rows_avx512<3, NB>(g, m, block_begin, block_end); break;
-    case 4: f32_rows_avx512<4, NB>(g, m, block_begin, block_end); break;
-    case 5: f32_rows_avx512<5, NB>(g, m, block_begin, block_end); break;
-    case 6: f32_rows_avx512<6, NB>(g, m, block_begin, block_end); break;
-    case 7: f32_rows_avx512<7, NB>(g, m, block_begin, block_end); break;
-    default: f32_rows_avx512<8, NB>(g, m, block_begin, block_end); break;
-  }
-}
+struct F32Tiles {
+  const F32GemmArgs& g;
+  template <int MR, int NB>
+  void run(int m, int block) const { f32_tile_avx512<MR, NB>(g, m, block); }
+};
 
 void f32_gemm_avx512(const F32GemmArgs& g, int m_begin, int m_end, int block_begin,
                      int block_end) {
-  // 8 rows x 3 blocks = 24 accumulators of 32; few rows get 4 blocks to hide latency.
-  for (int m = m_begin; m < m_end; m += 8) {
-    int rows = std::min(8, m_end - m);
-    if (rows <= 4)
-      f32_rows_dispatch_avx512<4>(g, m, rows, block_begin, block_end);
-    else
-      f32_rows_dispatch_avx512<3>(g, m, rows, block_begin, block_end);
-  }
+  // 8 rows x 3 blocks = 24 accumulators of 32 registers; few rows keep 4 blocks in flight.
+  if (m_end - m_begin <= 4)
+    run_panels<4, 4>(F32Tiles{g}, m_begin, m_end, block_begin, block_end);
+  else
+    run_panels<8, 3>(F32Tiles{g}, m_begin, m_end, block_begin, block_end);
 }
 
 void f32_small_gemm_avx512(int M, int N, int K, float alpha, const float* a, size_t lda,

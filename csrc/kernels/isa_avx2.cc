@@ -138,23 +138,18 @@ void tile(const I8GemmArgs& g, int m0, int block0) {
   }
 }
 
-template <int MR, int NB>
-void rows(const I8GemmArgs& g, int m0, int block_begin, int block_end) {
-  int b = block_begin;
-  for (; b + NB <= block_end; b += NB) tile<MR, NB>(g, m0, b);
-  for (; b < block_end; ++b) tile<MR, 1>(g, m0, b);
-}
+struct Tiles {
+  const I8GemmArgs& g;
+  template <int MR, int NB>
+  void run(int m, int block) const { tile<MR, NB>(g, m, block); }
+};
 
 void gemm(const I8GemmArgs& g, int m_begin, int m_end, int block_begin, int block_end) {
   // 4 rows x 2 blocks: 8 accumulators + 2 weight vectors + 1 broadcast of 16 registers.
-  for (int m = m_begin; m < m_end; m += 4) {
-    switch (std::min(4, m_end - m)) {
-      case 1: rows<1, 4>(g, m, block_begin, block_end); break;
-      case 2: rows<2, 3>(g, m, block_begin, block_end); break;
-      case 3: rows<3, 2>(g, m, block_begin, block_end); break;
-      default: rows<4, 2>(g, m, block_begin, block_end); break;
-    }
-  }
+  if (m_end - m_begin == 1)
+    run_panels<1, 4>(Tiles{g}, m_begin, m_end, block_begin, block_end);
+  else
+    run_panels<4, 2>(Tiles{g}, m_begin, m_end, block_begin, block_end);
 }
 
 void gemm_columns(const I8ColumnsArgs& g, int m_begin, int m_end) {
@@ -224,25 +219,18 @@ void f32_tile(const F32GemmArgs& g, int m0, int block0) {
   }
 }
 
-template <int MR, int NB>
-void f32_rows(const F32GemmArgs& g, int m0, int block_begin, int block_end) {
-  int b = block_begin;
-  for (; b + NB <= block_end; b += NB) f32_tile<MR, NB>(g, m0, b);
-  for (; b < block_end; ++b) f32_tile<MR, 1>(g, m0, b);
-}
+struct F32Tiles {
+  const F32GemmArgs& g;
+  template <int MR, int NB>
+  void run(int m, int block) const { f32_tile<MR, NB>(g, m, block); }
+};
 
 void f32_gemm(const F32GemmArgs& g, int m_begin, int m_end, int block_begin, int block_end) {
   // 6 rows x 2 blocks: 12 accumulators, enough to cover FMA latency on two ports.
-  for (int m = m_begin; m < m_end; m += 6) {
-    switch (std::min(6, m_end - m)) {
-      case 1: f32_rows<1, 4>(g, m, block_begin, block_end); break;
-      case 2: f32_rows<2, 4>(g, m, block_begin, block_end); break;
-      case 3: f32_rows<3, 3>(g, m, block_begin, block_end); break;
-      case 4: f32_rows<4, 2>(g, m, block_begin, block_end); break;
-      case 5: f32_rows<5, 2>(g, m, block_begin, block_end); break;
-      default: f32_rows<6, 2>(g, m, block_begin, block_end); break;
-    }
-  }
+  if (m_end - m_begin <= 2)
+    run_panels<2, 4>(F32Tiles{g}, m_begin, m_end, block_begin, block_end);
+  else
+    run_panels<6, 2>(F32Tiles{g}, m_begin, m_end, block_begin, block_end);
 }
 
 void f32_small_gemm(int M, int N, int K, float alpha, const float* a, size_t lda,

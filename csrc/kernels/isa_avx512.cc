@@ -80,34 +80,18 @@ void tile(const I8GemmArgs& g, int m0, int block0) {
   }
 }
 
-template <int MR, int NB>
-void rows(const I8GemmArgs& g, int m0, int block_begin, int block_end) {
-  int b = block_begin;
-  for (; b + NB <= block_end; b += NB) tile<MR, NB>(g, m0, b);
-  for (; b < block_end; ++b) tile<MR, 1>(g, m0, b);
-}
-
-template <int NB>
-void rows_dispatch(const I8GemmArgs& g, int m, int count, int block_begin, int block_end) {
-  switch (count) {
-    case 1: rows<1, NB>(g, m, block_begin, block_end); break;
-    case 2: rows<2, NB>(g, m, block_begin, block_end); break;
-    case 3: rows<3, NB>(g, m, block_begin, block_end); break;
-    case 4: rows<4, NB>(g, m, block_begin, block_end); break;
-    case 5: rows<5, NB>(g, m, block_begin, block_end); break;
-    default: rows<6, NB>(g, m, block_begin, block_end); break;
-  }
-}
+struct Tiles {
+  const I8GemmArgs& g;
+  template <int MR, int NB>
+  void run(int m, int block) const { tile<MR, NB>(g, m, block); }
+};
 
 void gemm(const I8GemmArgs& g, int m_begin, int m_end, int block_begin, int block_end) {
   // 6 rows x 3 blocks: 18 accumulators + 3 widened weight vectors + 1 broadcast.
-  for (int m = m_begin; m < m_end; m += 6) {
-    int count = std::min(6, m_end - m);
-    if (count <= 2)
-      rows_dispatch<6>(g, m, count, block_begin, block_end);
-    else
-      rows_dispatch<3>(g, m, count, block_begin, block_end);
-  }
+  if (m_end - m_begin <= 2)
+    run_panels<2, 6>(Tiles{g}, m_begin, m_end, block_begin, block_end);
+  else
+    run_panels<6, 3>(Tiles{g}, m_begin, m_end, block_begin, block_end);
 }
 
 void gemm_columns(const I8ColumnsArgs& g, int m_begin, int m_end) {

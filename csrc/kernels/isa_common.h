@@ -93,5 +93,35 @@ inline int64_t find_first_equal(const float* x, int64_t begin, int64_t end, floa
   return begin;
 }
 
+// ---- GEMM driver shared by every SIMD path.
+// A Kernel has `template <int MR, int NB> void run(int m, int block) const`, computing
+// rows [m, m + MR) x column blocks [block, block + NB). Column panels of NB blocks are
+// the outer loop and row tiles the inner one: a panel's weights come into cache once
+// and serve every row tile, while the activations stay in L2.
+template <int R, int MR, int NB, typename Kernel>
+void run_leftover_rows(const Kernel& kernel, int rows, int m, int block) {
+  if constexpr (R < MR) {
+    if (rows == R) {
+      kernel.template run<R, NB>(m, block);
+      return;
+    }
+    run_leftover_rows<R + 1, MR, NB>(kernel, rows, m, block);
+  }
+}
+
+template <int MR, int NB, typename Kernel>
+void run_row_tiles(const Kernel& kernel, int m_begin, int m_end, int block) {
+  int m = m_begin;
+  for (; m + MR <= m_end; m += MR) kernel.template run<MR, NB>(m, block);
+  if (m < m_end) run_leftover_rows<1, MR, NB>(kernel, m_end - m, m, block);
+}
+
+template <int MR, int NB, typename Kernel>
+void run_panels(const Kernel& kernel, int m_begin, int m_end, int block_begin, int block_end) {
+  int b = block_begin;
+  for (; b + NB <= block_end; b += NB) run_row_tiles<MR, NB>(kernel, m_begin, m_end, b);
+  for (; b < block_end; ++b) run_row_tiles<MR, 1>(kernel, m_begin, m_end, b);
+}
+
 }  // namespace
 }  // namespace fastdec

@@ -92,43 +92,19 @@ void tile(const I8GemmArgs& g, int m0, int block0) {
   }
 }
 
-// Tiles over rows [m_begin, m_end) x blocks [b, b + NB), MR rows at a time.
-template <int MR, int NB>
-void row_tiles(const I8GemmArgs& g, int m_begin, int m_end, int b) {
-  int m = m_begin;
-  for (; m + MR <= m_end; m += MR) tile<MR, NB>(g, m, b);
-  switch (m_end - m) {  // leftover rows, fewer than MR
-    case 0: break;
-    case 1: tile<1, NB>(g, m, b); break;
-    case 2: tile<2, NB>(g, m, b); break;
-    case 3: tile<3, NB>(g, m, b); break;
-    case 4: tile<4, NB>(g, m, b); break;
-    case 5: tile<5, NB>(g, m, b); break;
-    case 6: tile<6, NB>(g, m, b); break;
-    default: tile<7, NB>(g, m, b); break;
-  }
-}
-
-// Column panels of NB blocks outside, rows inside: a panel's weights are loaded into
-// cache once and reused by every row tile, while the activations (M x K bytes) stay
-// in L2. With 8 rows per tile each weight vector feeds 8 VPDPBUSD, which keeps the
-// L2 traffic of a K = 2048 panel below what the two VNNI ports consume.
-template <int MR, int NB>
-void panels(const I8GemmArgs& g, int m_begin, int m_end, int block_begin, int block_end) {
-  int b = block_begin;
-  for (; b + NB <= block_end; b += NB) row_tiles<MR, NB>(g, m_begin, m_end, b);
-  for (; b < block_end; ++b) row_tiles<MR, 1>(g, m_begin, m_end, b);
-}
+struct Tiles {
+  const I8GemmArgs& g;
+  template <int MR, int NB>
+  void run(int m, int block) const { tile<MR, NB>(g, m, block); }
+};
 
 void gemm(const I8GemmArgs& g, int m_begin, int m_end, int block_begin, int block_end) {
-  // 16 accumulators in every shape (latency 5 x 2 ports needs >= 10); larger tiles
-  // (8 x 3) make GCC 12 spill accumulators every iteration: measured slower. One row
-  // streams its weights, so it keeps 8 blocks in flight instead.
-  int rows = m_end - m_begin;
-  if (rows == 1)
-    panels<1, 8>(g, m_begin, m_end, block_begin, block_end);
+  // 16 accumulators in every shape (latency 5 x 2 ports needs >= 10). 8 x 3 tiles
+  // measured slower than 4 x 4. One row streams its weights: 8 blocks in flight.
+  if (m_end - m_begin == 1)
+    run_panels<1, 8>(Tiles{g}, m_begin, m_end, block_begin, block_end);
   else
-    panels<4, 4>(g, m_begin, m_end, block_begin, block_end);
+    run_panels<4, 4>(Tiles{g}, m_begin, m_end, block_begin, block_end);
 }
 
 void gemm_columns(const I8ColumnsArgs& g, int m_begin, int m_end) {
