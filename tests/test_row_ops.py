@@ -6,7 +6,7 @@ from pyfastdec import _engine
 from kernel_reference import available_isas, topk_reference
 
 ISAS = available_isas()
-LENGTHS = [1, 7, 63, 65, 127, 128, 129, 1000, 8000, 32000]
+LENGTHS = [1, 7, 63, 65, 127, 128, 129, 255, 256, 257, 1000, 8000, 32000]
 NAN, INF = np.float32(np.nan), np.float32(np.inf)
 
 
@@ -28,7 +28,7 @@ def test_argmax_random_rows(isa, n):
 
 
 @pytest.mark.parametrize("isa", ISAS)
-@pytest.mark.parametrize("n", [7, 65, 129, 1000])
+@pytest.mark.parametrize("n", [7, 65, 129, 257, 1000])
 def test_argmax_max_at_every_position(isa, n):
     """The maximum placed at each index, with a tie after it: the first one wins."""
     x = np.tile(np.linspace(-1, 0, n, dtype=np.float32), (n, 1))

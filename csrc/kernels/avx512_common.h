@@ -169,14 +169,20 @@ void f32_small_gemm_avx512(int M, int N, int K, float alpha, const float* a, siz
 // either is NaN, so the running value always sits in the second operand.
 inline __m512 max_keep_second(__m512 x, __m512 running) { return _mm512_max_ps(x, running); }
 
-// Lane-wise max over `count` floats at p (count <= 128); NaN and padding ignored.
+// Floats per argmax block: 16 vectors, loaded into 8 independent max chains so the
+// loads, not the MAXPS latency, set the pace (measured at the L2 read bandwidth).
+constexpr int64_t kArgmaxBlock = 256;
+
+// Lane-wise max over `count` floats at p (count <= kArgmaxBlock); NaN and padding ignored.
 inline __m512 block_max_avx512(const float* p, int64_t count, __m512 ninf) {
-  if (count == 128) {
-    __m512 c0 = max_keep_second(_mm512_loadu_ps(p + 16), max_keep_second(_mm512_loadu_ps(p), ninf));
-    __m512 c1 = max_keep_second(_mm512_loadu_ps(p + 48), max_keep_second(_mm512_loadu_ps(p + 32), ninf));
-    __m512 c2 = max_keep_second(_mm512_loadu_ps(p + 80), max_keep_second(_mm512_loadu_ps(p + 64), ninf));
-    __m512 c3 = max_keep_second(_mm512_loadu_ps(p + 112), max_keep_second(_mm512_loadu_ps(p + 96), ninf));
-    return _mm512_max_ps(_mm512_max_ps(c0, c1), _mm512_max_ps(c2, c3));
+  if (count == kArgmaxBlock) {
+    __m512 c[8];
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < 8; ++j) c[j] = max_keep_second(_mm512_loadu_ps(p + 16 * j), ninf);
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < 8; ++j) c[j] = max_keep_second(_mm512_loadu_ps(p + 128 + 16 * j), c[j]);
+    return _mm512_max_ps(_mm512_max_ps(_mm512_max_ps(c[0], c[1]), _mm512_max_ps(c[2], c[3])),
+                         _mm512_max_ps(_mm512_max_ps(c[4], c[5]), _mm512_max_ps(c[6], c[7])));
   }
   __m512 c = ninf;
   for (int64_t i = 0; i < count; i += 16)
@@ -186,15 +192,14 @@ inline __m512 block_max_avx512(const float* p, int64_t count, __m512 ninf) {
 
 // One pass of block maxima: per lane, the running max and the first block reaching it.
 // The first occurrence of the global max lies in the smallest block recorded by a lane
-// holding that max, so only that block (128 floats) is scanned again.
+// holding that max, so only that block is scanned again.
 int64_t argmax_avx512(const float* x, int64_t n) {
-  constexpr int64_t kBlock = 128;
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 run = ninf;
   __m512i run_block = _mm512_setzero_si512();
-  int64_t blocks = (n + kBlock - 1) / kBlock;
+  int64_t blocks = (n + kArgmaxBlock - 1) / kArgmaxBlock;
   for (int64_t b = 0; b < blocks; ++b) {
-    __m512 m = block_max_avx512(x + b * kBlock, std::min(kBlock, n - b * kBlock), ninf);
+    __m512 m = block_max_avx512(x + b * kArgmaxBlock, std::min(kArgmaxBlock, n - b * kArgmaxBlock), ninf);
     __mmask16 greater = _mm512_cmp_ps_mask(m, run, _CMP_GT_OQ);
     if (greater) {
       run = _mm512_mask_mov_ps(run, greater, m);
@@ -205,7 +210,7 @@ int64_t argmax_avx512(const float* x, int64_t n) {
   if (!(best > -std::numeric_limits<float>::infinity())) return argmax_without_finite_max(x, n);
   __mmask16 holders = _mm512_cmp_ps_mask(run, _mm512_set1_ps(best), _CMP_EQ_OQ);
   int64_t block = _mm512_mask_reduce_min_epi32(holders, run_block);
-  return find_first_equal(x, block * kBlock, std::min(n, (block + 1) * kBlock), best);
+  return find_first_equal(x, block * kArgmaxBlock, std::min(n, (block + 1) * kArgmaxBlock), best);
 }
 
 // exp(x) for x <= ~88; lanes below -87 (and NaN) give exactly 0.
@@ -234,7 +239,8 @@ RowStats row_stats_avx512(const float* x, int64_t n, int k, int64_t* top_ids,
   RowStats s;
   // Pass 1: the maximum.
   __m512 run = ninf;
-  for (int64_t b = 0; b < n; b += 128) run = _mm512_max_ps(block_max_avx512(x + b, std::min<int64_t>(128, n - b), ninf), run);
+  for (int64_t b = 0; b < n; b += kArgmaxBlock)
+    run = _mm512_max_ps(block_max_avx512(x + b, std::min(kArgmaxBlock, n - b), ninf), run);
   s.max = _mm512_reduce_max_ps(run);
   TopK top{k, 0, top_ids, top_values};
   if (!(s.max > -std::numeric_limits<float>::infinity())) {
