@@ -1,0 +1,211 @@
+"""Shared pieces of the decoding-strategy tests (test_decoding_*.py), and tests of them.
+
+- verifier/drafter pairs: one tiny random model behind BOTH the torch reference backend
+  and the native engine;
+- naive_greedy: an independent greedy reference that re-runs the whole prefix through
+  the torch model every step (no cache, no Backend);
+- RuleCorrector: a fake verifier backend whose greedy output is a known "correction" of
+  the source (mostly copies), so IAD meets long accepted drafts and real re-entries;
+- OracleDrafter: a fake drafter proposing the verifier's greedy continuation (optionally
+  with one wrong token), so GAD's acceptance counts are known exactly.
+The fakes check how they are called (BOS first, accepted prefixes only, no positions
+beyond what is held), so a strategy misusing the protocol fails loudly.
+"""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the reference models need the 'test' extra (torch)")
+
+from export.tiny import random_sources, tiny_model  # noqa: E402
+from export.torch_backend import TorchBackend  # noqa: E402
+from export.writer import write_model_dir  # noqa: E402
+from pyfastdec.backends.base import Draft, StepOut, Want  # noqa: E402
+from pyfastdec.backends.native import NativeBackend  # noqa: E402
+from pyfastdec.decoding import greedy  # noqa: E402
+from pyfastdec.decoding.limits import default_max_len  # noqa: E402
+
+torch.set_num_threads(1)  # tiny models; the machine's cores are shared
+
+TOKENS = {"pad": 0, "unk": 1, "bos": 2, "eos": 3, "mask": 4}
+PAD, UNK, BOS, EOS, MASK = 0, 1, 2, 3, 4
+V = 40
+
+
+def tiny_verifier(seed: int, eos_bias: float = 0.0, **kw):
+    """A tiny random verifier that never emits pad/unk/bos/mask (random models otherwise
+    loop on them) and has its EOS bias shifted, so outputs vary and some rows end at EOS
+    while others run to max_len."""
+    model = tiny_model(seed=seed, **kw)
+    with torch.no_grad():
+        model.output.bias[[PAD, UNK, BOS, MASK]] = -30.0
+        model.output.bias[EOS] += eos_bias
+    return model
+
+
+def backends(model, spm, directory, threads: int = 1):
+    """(torch backend, native backend) on the same float32 weights."""
+    return TorchBackend(model), NativeBackend(write_model_dir(model, spm, directory), threads=threads)
+
+
+@torch.no_grad()
+def naive_greedy(model, src: list[int], max_len: int | None = None) -> list[int]:
+    """Greedy for one source, re-running the full prefix without any cache each step."""
+    limit = max_len or default_max_len(len(src))
+    prefix = [BOS]
+    while len(prefix) - 1 < limit:
+        logits = model(torch.tensor([src]), torch.tensor([prefix]))
+        token = int(logits[0, -1].argmax())
+        if token == EOS:
+            break
+        prefix.append(token)
+    return prefix[1:]
+
+
+# ----------------------------------------------------------------------------- fakes
+def corrected(src: list[int]) -> list[int]:
+    """RuleCorrector's output for a source (EOS dropped): a copy with edits every few
+    tokens: multiples of 7 deleted, of 11 doubled, of 13 replaced by the next id (5 for
+    the last id)."""
+    out = []
+    for t in src:
+        if t == EOS:
+            break
+        if t % 7 == 0:
+            continue
+        out += [t, t] if t % 11 == 0 else [(t + 1 if t + 1 < V else 5) if t % 13 == 0 else t]
+    return out
+
+
+class RuleCorrector:
+    """A verifier whose next token, after a prefix that follows corrected(source), is the
+    next corrected token (else a junk token from a hash of the prefix). Its top-1
+    log-prob is log 0.9, every other id shares the rest (ties ordered by id)."""
+
+    tokens, vocab_size, arch, block_size = dict(TOKENS), V, "transformer", None
+
+    def encode(self, src_ids):
+        return [list(map(int, s)) for s in src_ids]
+
+    def start(self, memory):
+        return {"src": [list(s) for s in memory], "held": [[] for _ in memory]}
+
+    def step(self, state, tokens, want=Want()):
+        tokens = np.asarray(tokens)
+        assert tokens.ndim == 2 and tokens.shape[0] == len(state["held"]) and tokens.shape[1] >= 1
+        nxt = np.zeros(tokens.shape, dtype=np.int64)
+        for r, (src, held) in enumerate(zip(state["src"], state["held"])):
+            for i, t in enumerate(tokens[r]):
+                assert (int(t) == BOS) == (len(held) == 0), "BOS must be fed first, and only first"
+                held.append(int(t))
+                nxt[r, i] = self.next_token(src, held[1:])
+        return self.outputs(nxt, want)
+
+    @staticmethod
+    def next_token(src, prefix):
+        target = corrected(src) + [EOS]
+        if len(prefix) < len(target) and prefix == target[:len(prefix)]:
+            return target[len(prefix)]
+        return 5 + (sum(prefix) * 31 + len(prefix)) % (V - 5)
+
+    @staticmethod
+    def outputs(nxt, want):
+        logp = np.full(nxt.shape + (V,), np.log(0.1 / (V - 1)), dtype=np.float32)
+        np.put_along_axis(logp, nxt[..., None], np.float32(np.log(0.9)), axis=-1)
+        order = np.argsort(-logp, axis=-1, kind="stable")
+        out = StepOut(argmax=nxt if want.argmax else None, logprobs=logp if want.logprobs else None)
+        if want.topk:
+            out.topk_ids = order[..., :want.topk]
+            out.topk_logprobs = np.take_along_axis(logp, out.topk_ids, -1)
+        if want.ids is not None:
+            out.id_logprobs = np.take_along_axis(logp, np.asarray(want.ids)[..., None], -1)[..., 0]
+        return out
+
+    def truncate(self, state, lengths):
+        assert len(lengths) == len(state["held"])
+        for held, n in zip(state["held"], lengths):
+            assert 0 <= n <= len(held), "truncate beyond the held positions"
+            del held[int(n):]
+        return state
+
+    def select(self, state, rows):
+        rows = [int(r) for r in rows]
+        if isinstance(state, dict):
+            return {"src": [list(state["src"][r]) for r in rows], "held": [list(state["held"][r]) for r in rows]}
+        return [list(state[r]) for r in rows]
+
+    def draft(self, memory, prefix, k):
+        raise ValueError("not a drafter")
+
+
+class OracleDrafter:
+    """Proposes the next k tokens of each source's known greedy output (+ EOS), padded
+    with junk past it; with `noise`, replaces one proposed token in about half of the
+    calls by a wrong one. Asserts that it is given exactly the accepted prefix."""
+
+    tokens, arch = dict(TOKENS), "nat-drafter"
+
+    def __init__(self, greedy_outputs: dict[tuple, list[int]], block_size: int = 4, noise: bool = False,
+                 vocab_size: int = V):
+        self.table, self.block_size, self.noise, self.vocab_size = greedy_outputs, block_size, noise, vocab_size
+        self.calls = 0
+
+    def encode(self, src_ids):
+        return [tuple(map(int, s)) for s in src_ids]
+
+    def select(self, memory, rows):
+        return [memory[int(r)] for r in rows]
+
+    def draft(self, memory, prefix, k=None):
+        k = k or self.block_size
+        assert len(prefix) == len(memory)
+        self.calls += 1
+        ids = np.zeros((len(memory), k), dtype=np.int64)
+        for r, (src, p) in enumerate(zip(memory, prefix)):
+            target = self.table[src] + [EOS]
+            assert list(p) == target[:len(p)], "the drafter must get the accepted prefix (no BOS)"
+            block = (target[len(p):len(p) + k] + [7] * k)[:k]
+            rng = random.Random(hash((src, len(p))))
+            if self.noise and rng.random() < 0.5:
+                at = rng.randrange(k)
+                block[at] = 5 + (block[at] - 5 + 1 + rng.randrange(V - 6)) % (V - 5)
+            ids[r] = block
+        return Draft(ids, np.zeros(ids.shape, dtype=np.float32))
+
+
+def oracle_for(verifier, sources, **kw) -> OracleDrafter:
+    outs, _ = greedy(verifier, sources)
+    return OracleDrafter({tuple(s): o for s, o in zip(sources, outs)}, **kw)
+
+
+# ----------------------------------------------------------------------------- tests of the pieces above
+def test_rule_corrector_greedy_is_its_correction():
+    sources = random_sources(10, seed=3) + [[EOS], [7, 14, EOS], [11, 13, 26, EOS]]
+    outs, stats = greedy(RuleCorrector(), sources)
+    assert outs == [corrected(s) for s in sources]
+    assert outs[-3:] == [[], [], [11, 11, 14, 27]]
+    assert stats.hit_max_len == []
+
+
+def test_rule_corrector_multi_token_step_and_truncate_agree_with_single_steps():
+    fake = RuleCorrector()
+    src = [[9, 11, 14, 20, 39, EOS]]
+    target = corrected(src[0])
+    assert target == [9, 11, 11, 20, 5]
+    state = fake.start(fake.encode(src))
+    at_once = fake.step(state, np.array([[BOS] + target[:3] + [30, 31]]), Want()).argmax[0]
+    assert list(at_once[:4]) == target[:4]
+    assert at_once[4] == RuleCorrector.next_token(src[0], target[:3] + [30]) != target[4]
+    fake.truncate(state, np.array([3]))
+    assert list(fake.step(state, np.array([[target[2]]]), Want()).argmax[0]) == [target[3]]
+
+
+def test_oracle_drafter_proposes_the_greedy_continuation():
+    drafter = OracleDrafter({(9, EOS): [5, 6, 8]}, block_size=3)
+    memory = drafter.encode([[9, EOS], [9, EOS]])
+    assert drafter.draft(memory, [[], [5, 6]]).ids.tolist() == [[5, 6, 8], [8, EOS, 7]]
+    with pytest.raises(AssertionError, match="accepted prefix"):
+        drafter.draft(memory, [[5], [6]])
