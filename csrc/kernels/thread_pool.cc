@@ -7,8 +7,15 @@ namespace fastdec {
 namespace {
 // How long an idle worker polls before it sleeps on the condition variable.
 constexpr auto kSpinTime = std::chrono::microseconds(100);
+constexpr int kIndexBits = 20;
+constexpr uint64_t kIndexMask = (uint64_t{1} << kIndexBits) - 1;
 
 inline void cpu_relax() { __builtin_ia32_pause(); }
+inline uint64_t pack(uint64_t call, uint64_t count, uint64_t next) {
+  return (call << (2 * kIndexBits)) | (count << kIndexBits) | next;
+}
+inline uint64_t count_of(uint64_t w) { return (w >> kIndexBits) & kIndexMask; }
+inline uint64_t next_of(uint64_t w) { return w & kIndexMask; }
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) : threads_(threads) {
@@ -21,18 +28,20 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(wake_mutex_);
     stop_.store(true);
-    generation_.fetch_add(1);
+    wake_generation_.fetch_add(1);
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
 void ThreadPool::run_tasks() {
-  for (;;) {
-    int i = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (i >= task_count_) return;
-    (*task_)(i);
+  uint64_t w = work_.load(std::memory_order_acquire);
+  while (next_of(w) < count_of(w)) {
+    if (!work_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+      continue;  // w was reloaded: another thread claimed, or a new call began
+    (*task_)(static_cast<int>(next_of(w)));
     pending_.fetch_sub(1, std::memory_order_acq_rel);
+    w = work_.load(std::memory_order_acquire);
   }
 }
 
@@ -42,43 +51,38 @@ void ThreadPool::parallel_for(int tasks, const std::function<void(int)>& task) {
     for (int i = 0; i < tasks; ++i) task(i);
     return;
   }
+  if (static_cast<uint64_t>(tasks) > kIndexMask) throw std::invalid_argument("ThreadPool: too many tasks");
   std::lock_guard<std::mutex> call_lock(call_mutex_);
+  // The previous call's word is exhausted (all its tasks were claimed and finished),
+  // so no worker can be inside task_ while it is replaced.
   task_ = &task;
-  task_count_ = tasks;
-  next_task_.store(0, std::memory_order_relaxed);
   pending_.store(tasks, std::memory_order_relaxed);
-  workers_inside_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  call_id_ = (call_id_ + 1) & ((uint64_t{1} << (64 - 2 * kIndexBits)) - 1);
+  work_.store(pack(call_id_, static_cast<uint64_t>(tasks), 0), std::memory_order_release);
   {
     std::lock_guard<std::mutex> lock(wake_mutex_);
-    generation_.fetch_add(1, std::memory_order_release);
+    wake_generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   run_tasks();
-  while (pending_.load(std::memory_order_acquire) != 0 ||
-         workers_inside_.load(std::memory_order_acquire) != 0) {
-    cpu_relax();
-  }
-  task_ = nullptr;
+  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
 }
 
 void ThreadPool::worker_loop() {
-  // 0, not a fresh load: a call may already have started before this thread runs,
-  // and reading its generation here would make the worker skip it.
-  unsigned seen = 0;
+  unsigned seen = 0;  // the first call may start before this thread runs
   for (;;) {
     auto spin_until = std::chrono::steady_clock::now() + kSpinTime;
-    while (generation_.load(std::memory_order_acquire) == seen &&
+    while (wake_generation_.load(std::memory_order_acquire) == seen &&
            std::chrono::steady_clock::now() < spin_until) {
       cpu_relax();
     }
-    if (generation_.load(std::memory_order_acquire) == seen) {
+    if (wake_generation_.load(std::memory_order_acquire) == seen) {
       std::unique_lock<std::mutex> lock(wake_mutex_);
-      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      wake_.wait(lock, [&] { return wake_generation_.load(std::memory_order_acquire) != seen; });
     }
-    seen = generation_.load(std::memory_order_acquire);
+    seen = wake_generation_.load(std::memory_order_acquire);
     if (stop_.load()) return;
     run_tasks();
-    workers_inside_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 

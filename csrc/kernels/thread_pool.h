@@ -1,9 +1,13 @@
 // Intra-op thread pool owned by one engine object (or passed to a kernel call).
 // Workers spin briefly before sleeping: a decoder step issues many GEMMs of a few
 // microseconds each, and waking a sleeping thread costs as much as the GEMM itself.
+// Tasks are claimed, never assigned: a worker that is descheduled (a busy machine)
+// simply claims nothing and the caller runs the tasks itself, so a call never waits
+// for a thread that did not start.
 #pragma once
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -22,7 +26,7 @@ class ThreadPool {
   int size() const { return threads_; }
 
   // Runs task(i) for every i in [0, tasks), the caller taking part; returns when all
-  // are done. Calls from several threads at once are serialised.
+  // are done. Calls from several threads at once are serialised. tasks < 2^20.
   void parallel_for(int tasks, const std::function<void(int)>& task);
 
  private:
@@ -35,16 +39,16 @@ class ThreadPool {
 
   std::mutex wake_mutex_;
   std::condition_variable wake_;
-  std::atomic<unsigned> generation_{0};
+  std::atomic<unsigned> wake_generation_{0};
   std::atomic<bool> stop_{false};
 
+  // The current call in one word: [call id : 24][task count : 20][next task : 20].
+  // A claim is a CAS on this word, so a late worker can never claim a task of a call
+  // that is over, and task_ is read only after a successful claim.
+  std::atomic<uint64_t> work_{0};
+  uint64_t call_id_ = 0;
   const std::function<void(int)>* task_ = nullptr;
-  int task_count_ = 0;
-  std::atomic<int> next_task_{0};
   std::atomic<int> pending_{0};
-  // Workers still inside the current call: the caller returns only when every worker
-  // has left it, so no worker can read the next call's task while it is being set.
-  std::atomic<int> workers_inside_{0};
 };
 
 // Splits [0, total) into `parts` contiguous ranges, the first ones one larger.

@@ -1,0 +1,192 @@
+"""Decoder speed of the native engine against CTranslate2 on the same weights.
+
+    python -m bench.engine [--sentences N] [--work DIR] [--out FILE.json]
+
+Workload of the Engine issue: random-weight models (6 encoder + 2 decoder layers,
+d_model 256, 4 heads of 64, FFN 1024, the 8k joint vocabulary of Multi30k), the
+English sources of test_2016_flickr, and exactly 20 output tokens per sentence for
+every engine (EOS is ignored: random weights would otherwise stop at different
+points, and the issue asks for the same output lengths). Engines:
+  fastdec int8/fp32      pyfastdec.backends.native, attention decoder (and SSRU)
+  ct2 int8/fp32          CTranslate2 on the same float weights (pyfastdec.convert)
+Batch 1: milliseconds per sentence (encode + 20 steps), median and p90 over the
+sentences. Batch 32: sentences per second over all sentences. Threads 1 and 2; for
+CTranslate2 at batch 32 also two single-thread workers (inter_threads=2), its best
+2-core setting. CTranslate2 runs with CT2_FORCE_CPU_ISA as given (--ct2-isa).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+OUTPUT_TOKENS = 20
+BOS, EOS = 2, 3
+
+
+def build_models(work: Path) -> dict[str, Path]:
+    """Random-weight model directories (fp32, int8, SSRU int8) and their CT2 conversions."""
+    import torch
+
+    from export.calibrate import calibrate
+    from export.data import corpus_path, read_lines
+    from export.modeling import LayerSpec, ModelConfig, Seq2Seq
+    from export.vocab import train_vocab
+    from export.writer import write_model_dir
+    from pyfastdec.convert import to_ctranslate2
+
+    work.mkdir(parents=True, exist_ok=True)
+    spm_path = work / "spm.model"
+    if not spm_path.exists():
+        sentences = read_lines(corpus_path("train", "en")) + read_lines(corpus_path("train", "de"))
+        train_vocab(sentences, spm_path, 8000)
+    paths = {}
+    for name, decoder_self in (("attn", "attention"), ("ssru", "ssru")):
+        torch.manual_seed(0)
+        cfg = ModelConfig(d_model=256, head_dim=64, vocab_size=8000, norm="pre",
+                          encoder_layers=[LayerSpec(4, 1024)] * 6, decoder_layers=[LayerSpec(4, 1024)] * 2,
+                          decoder_self=decoder_self)
+        model = Seq2Seq(cfg).eval()
+        fp32, int8 = work / f"{name}-fp32", work / f"{name}-int8"
+        if not (fp32 / "config.json").exists():
+            write_model_dir(model, spm_path, fp32)
+        if not (int8 / "config.json").exists():
+            rng = np.random.default_rng(0)
+            pairs = [([int(t) for t in rng.integers(5, 8000, 15)] + [EOS],
+                      [int(t) for t in rng.integers(5, 8000, 15)] + [EOS]) for _ in range(64)]
+            write_model_dir(model, spm_path, int8, act_scales=calibrate(model, pairs), int8=True)
+        paths[f"{name}-fp32"], paths[f"{name}-int8"] = fp32, int8
+    for quant in ("int8", "float32"):
+        out = work / f"ct2-{quant}"
+        if not (out / "model.bin").exists():
+            to_ctranslate2(paths["attn-fp32"], out, quantization=None if quant == "float32" else quant, force=True)
+        paths[f"ct2-{quant}"] = out
+    return paths
+
+
+def load_sources(spm_path: Path, count: int) -> list[list[int]]:
+    import sentencepiece as spm
+
+    from export.data import corpus_path, read_lines
+
+    sp = spm.SentencePieceProcessor(model_file=str(spm_path))
+    lines = read_lines(corpus_path("test_2016_flickr", "en"))[:count]
+    return [sp.encode(line) for line in lines]
+
+
+# ---------------------------------------------------------------- pyfastdec
+def fastdec_decode(backend, batch: list[list[int]]) -> np.ndarray:
+    """Encode, then exactly OUTPUT_TOKENS greedy steps (EOS not special)."""
+    from pyfastdec.backends.base import Want
+
+    state = backend.start(backend.encode([s + [EOS] for s in batch]))
+    tokens = np.full((len(batch), 1), BOS, np.int64)
+    out = []
+    for _ in range(OUTPUT_TOKENS):
+        tokens = backend.step(state, tokens, Want(argmax=True)).argmax
+        out.append(tokens[:, 0])
+    return np.stack(out, 1)
+
+
+def time_fastdec(path: Path, sources, threads: int, batch_size: int) -> dict:
+    from pyfastdec.backends.native import NativeBackend
+
+    backend = NativeBackend(path, threads=threads, shortlist=False)
+    return time_engine(lambda batch: fastdec_decode(backend, batch), sources, batch_size)
+
+
+# ---------------------------------------------------------------- CTranslate2
+def time_ct2(path: Path, sources, pieces, compute_type: str, intra: int, inter: int, batch_size: int) -> dict:
+    import ctranslate2
+
+    translator = ctranslate2.Translator(str(path), device="cpu", compute_type=compute_type,
+                                       intra_threads=intra, inter_threads=inter)
+    # One call per batch; with inter_threads > 1 CTranslate2 splits the call into
+    # sub-batches of max_batch_size that its workers decode in parallel.
+    sub_batch = batch_size if inter == 1 else max(1, batch_size // inter)
+
+    def run(batch):
+        return translator.translate_batch([[pieces[t] for t in s] for s in batch], beam_size=1,
+                                          min_decoding_length=OUTPUT_TOKENS, max_decoding_length=OUTPUT_TOKENS,
+                                          max_batch_size=sub_batch)
+    return time_engine(run, sources, batch_size)
+
+
+def time_engine(run, sources, batch_size: int) -> dict:
+    batches = [sources[i:i + batch_size] for i in range(0, len(sources), batch_size)]
+    run(batches[0])  # warm-up: first-call allocations
+    per_batch = []
+    start = time.perf_counter()
+    for batch in batches:
+        t = time.perf_counter()
+        run(batch)
+        per_batch.append(time.perf_counter() - t)
+    total = time.perf_counter() - start
+    result = {"batch_size": batch_size, "sentences": len(sources), "seconds": total,
+              "sentences_per_s": len(sources) / total}
+    if batch_size == 1:
+        ms = sorted(1e3 * t for t in per_batch)
+        result.update(ms_p50=statistics.median(ms), ms_p90=ms[int(0.9 * (len(ms) - 1))],
+                      ms_per_token=statistics.median(ms) / OUTPUT_TOKENS)
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sentences", type=int, default=256)
+    parser.add_argument("--work", default=os.path.expanduser("~/.cache/pyfastdec-bench"))
+    parser.add_argument("--ct2-isa", default="AVX512", help="CT2_FORCE_CPU_ISA for CTranslate2 ('' = its default)")
+    parser.add_argument("--out")
+    args = parser.parse_args(argv)
+    if args.ct2_isa:
+        os.environ["CT2_FORCE_CPU_ISA"] = args.ct2_isa
+    import ctranslate2
+
+    import pyfastdec
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
+    paths = build_models(Path(args.work))
+    sources = load_sources(Path(args.work) / "spm.model", args.sentences)
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(Path(args.work) / "spm.model"))
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    rows = []
+
+    def record(engine, setting, threads, result):
+        row = {"engine": engine, "setting": setting, "threads": threads, **result}
+        rows.append(row)
+        if result["batch_size"] == 1:
+            print(f"{engine:22s} {setting:26s} batch 1 : {result['ms_p50']:7.2f} ms/sent p50, "
+                  f"{result['ms_p90']:7.2f} p90, {result['ms_per_token']:.3f} ms/token", flush=True)
+        else:
+            print(f"{engine:22s} {setting:26s} batch {result['batch_size']}: "
+                  f"{result['sentences_per_s']:7.1f} sentences/s", flush=True)
+
+    for threads in (1, 2):
+        for batch_size in (1, 32):
+            for name in ("attn-int8", "ssru-int8", "attn-fp32"):
+                record(f"fastdec {name}", f"threads={threads}", threads,
+                       time_fastdec(paths[name], sources, threads, batch_size))
+            for quant in ("int8", "float32"):
+                record(f"ct2 {quant}", f"intra={threads}", threads,
+                       time_ct2(paths[f"ct2-{quant}"], sources, pieces, quant, threads, 1, batch_size))
+            if threads == 2 and batch_size == 32:
+                record("ct2 int8", "inter=2 intra=1", 2,
+                       time_ct2(paths["ct2-int8"], sources, pieces, "int8", 1, 2, batch_size))
+    report = {"cpu": pyfastdec.cpu_info(), "ct2_version": ctranslate2.__version__,
+              "ct2_isa": os.environ.get("CT2_FORCE_CPU_ISA", "default"), "output_tokens": OUTPUT_TOKENS,
+              "rows": rows}
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=1))
+    return report
+
+
+if __name__ == "__main__":
+    main()
