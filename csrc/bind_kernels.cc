@@ -285,6 +285,24 @@ py::dict row_stats_py(const py::handle& x_obj, int k, const py::object& ids_obj,
   return d;
 }
 
+py::array_t<float> layer_norm_py(const py::handle& x_obj, const py::handle& gamma_obj, const py::handle& beta_obj,
+                                 const std::optional<std::string>& isa) {
+  const char* fn = "layer_norm";
+  auto x = checked_array<float>(x_obj, {fn, "x"}, {2});
+  auto gamma = checked_array<float>(gamma_obj, {fn, "gamma"}, {1});
+  auto beta = checked_array<float>(beta_obj, {fn, "beta"}, {1});
+  py::ssize_t d = x.shape(1);
+  if (d < 1) throw py::value_error("layer_norm: argument 'x' has empty rows");
+  expect_dim(gamma, 0, d, {fn, "gamma"}, "one value per column of x");
+  expect_dim(beta, 0, d, {fn, "beta"}, "one value per column of x");
+  py::array_t<float> y({x.shape(0), d});
+  float* yptr = y.mutable_data();
+  const KernelTable& kt = table(isa);
+  py::gil_scoped_release release;
+  kt.layer_norm(x.data(), static_cast<int>(x.shape(0)), static_cast<int>(d), gamma.data(), beta.data(), yptr);
+  return y;
+}
+
 double time_argmax_py(const py::handle& x_obj, int repeats, const std::string& impl,
                       const std::optional<std::string>& isa) {
   auto x = checked_array<float>(x_obj, {"time_argmax_ns", "x"}, {1});
@@ -341,6 +359,8 @@ void bind_kernels(py::module_& m) {
         "Per row in two passes: max, log_sum_exp, top-k ids and log-probs, log-probs of given ids.",
         py::arg("x"), py::kw_only(), py::arg("k") = 0, py::arg("ids") = py::none(),
         py::arg("isa") = py::none(), py::arg("pool") = nullptr);
+  m.def("layer_norm", &layer_norm_py, "Row-wise layer norm (eps 1e-5), as the engine runs it.",
+        py::arg("x"), py::arg("gamma"), py::arg("beta"), py::kw_only(), py::arg("isa") = py::none());
   m.def("time_argmax_ns", &time_argmax_py, "Median ns per argmax call, timed inside C++.",
         py::arg("x"), py::kw_only(), py::arg("repeats") = 200, py::arg("impl") = "fastdec",
         py::arg("isa") = py::none());

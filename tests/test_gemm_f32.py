@@ -59,3 +59,18 @@ def test_f32_bad_input():
         _engine.matmul_f32(np.ones((2, 3, 5), np.float32), np.ones((2, 4, 3), np.float32))
     with pytest.raises(ValueError, match=r"not supported by this CPU|unknown ISA"):
         _engine.Float32Matrix(np.ones((3, 5), np.float32), isa="avx9000")
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("d", [1, 7, 16, 65, 256, 1000])
+def test_layer_norm(isa, d):
+    rng = np.random.default_rng(d)
+    x = (rng.standard_normal((5, d)) * 3 + 1).astype(np.float32)
+    gamma = rng.standard_normal(d).astype(np.float32)
+    beta = rng.standard_normal(d).astype(np.float32)
+    x64 = x.astype(np.float64)
+    mean = x64.mean(1, keepdims=True)
+    want = (x64 - mean) / np.sqrt(((x64 - mean) ** 2).mean(1, keepdims=True) + 1e-5) * gamma + beta
+    np.testing.assert_allclose(_engine.layer_norm(x, gamma, beta, isa=isa), want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"layer_norm: argument 'gamma' has shape"):
+        _engine.layer_norm(x, gamma[:-1] if d > 1 else np.zeros(2, np.float32), beta, isa=isa)

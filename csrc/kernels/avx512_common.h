@@ -164,6 +164,32 @@ void f32_small_gemm_avx512(int M, int N, int K, float alpha, const float* a, siz
   }
 }
 
+// ---------------------------------------------------------------- layer norm
+void layer_norm_avx512(const float* x, int rows, int d, const float* gamma, const float* beta,
+                       float* y) {
+  for (int r = 0; r < rows; ++r) {
+    const float* in = x + static_cast<size_t>(r) * d;
+    float* out = y + static_cast<size_t>(r) * d;
+    __m512 sum = _mm512_setzero_ps();
+    for (int i = 0; i < d; i += 16) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(tail_mask16(d - i), in + i));
+    const float mean = _mm512_reduce_add_ps(sum) / static_cast<float>(d);
+    const __m512 vmean = _mm512_set1_ps(mean);
+    __m512 sq = _mm512_setzero_ps();
+    for (int i = 0; i < d; i += 16) {
+      __mmask16 m = tail_mask16(d - i);
+      __m512 c = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, in + i), vmean);
+      sq = _mm512_fmadd_ps(c, c, sq);
+    }
+    const __m512 inv = _mm512_set1_ps(1.f / std::sqrt(_mm512_reduce_add_ps(sq) / static_cast<float>(d) + kLayerNormEps));
+    for (int i = 0; i < d; i += 16) {
+      __mmask16 m = tail_mask16(d - i);
+      __m512 c = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, in + i), vmean), inv);
+      _mm512_mask_storeu_ps(out + i, m, _mm512_fmadd_ps(c, _mm512_maskz_loadu_ps(m, gamma + i),
+                                                         _mm512_maskz_loadu_ps(m, beta + i)));
+    }
+  }
+}
+
 // ---------------------------------------------------------------- rows of scores
 // Max of up to 16 floats per lane, NaN-free: MAXPS returns its second operand when
 // either is NaN, so the running value always sits in the second operand.

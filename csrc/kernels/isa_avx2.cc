@@ -266,6 +266,30 @@ void f32_small_gemm(int M, int N, int K, float alpha, const float* a, size_t lda
   }
 }
 
+// ---------------------------------------------------------------- layer norm
+void layer_norm(const float* x, int rows, int d, const float* gamma, const float* beta, float* y) {
+  const __m256 zero = _mm256_setzero_ps();
+  for (int r = 0; r < rows; ++r) {
+    const float* in = x + static_cast<size_t>(r) * d;
+    float* out = y + static_cast<size_t>(r) * d;
+    __m256 sum = zero;
+    for (int i = 0; i < d; i += 8) sum = _mm256_add_ps(sum, load_tail(in + i, d - i, zero));
+    const float mean = hsum(sum) / static_cast<float>(d);
+    const __m256 vmean = _mm256_set1_ps(mean);
+    __m256 sq = zero;
+    for (int i = 0; i < d; i += 8) {
+      __m256 mask = _mm256_castsi256_ps(tail_mask8(d - i));
+      __m256 c = _mm256_and_ps(_mm256_sub_ps(load_tail(in + i, d - i, zero), vmean), mask);
+      sq = _mm256_fmadd_ps(c, c, sq);
+    }
+    const __m256 inv = _mm256_set1_ps(1.f / std::sqrt(hsum(sq) / static_cast<float>(d) + kLayerNormEps));
+    for (int i = 0; i < d; i += 8) {
+      __m256 c = _mm256_mul_ps(_mm256_sub_ps(load_tail(in + i, d - i, zero), vmean), inv);
+      store_tail(out + i, d - i, _mm256_fmadd_ps(c, load_tail(gamma + i, d - i, zero), load_tail(beta + i, d - i, zero)));
+    }
+  }
+}
+
 // ---------------------------------------------------------------- rows of scores
 // Block maxima as in the AVX-512 path (see argmax_avx512): the running value stays in
 // MAXPS's second operand so NaN never enters.
@@ -371,7 +395,7 @@ const KernelTable& kernels_avx2() {
       Isa::kAvx2, "avx2",
       kCols, packed_bytes, pack, a_row_bytes, quantize, gemm, gemm_columns,
       kF32Cols, f32_packed_floats, f32_pack, f32_gemm, f32_small_gemm,
-      argmax, row_stats};
+      layer_norm, argmax, row_stats};
   return table;
 }
 

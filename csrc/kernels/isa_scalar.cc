@@ -101,6 +101,20 @@ void f32_small_gemm(int M, int N, int K, float alpha, const float* a, size_t lda
   }
 }
 
+void layer_norm(const float* x, int rows, int d, const float* gamma, const float* beta, float* y) {
+  for (int r = 0; r < rows; ++r) {
+    const float* in = x + static_cast<size_t>(r) * d;
+    float* out = y + static_cast<size_t>(r) * d;
+    float mean = 0.f;
+    for (int i = 0; i < d; ++i) mean += in[i];
+    mean /= static_cast<float>(d);
+    float var = 0.f;
+    for (int i = 0; i < d; ++i) var += (in[i] - mean) * (in[i] - mean);
+    float inv = 1.f / std::sqrt(var / static_cast<float>(d) + kLayerNormEps);
+    for (int i = 0; i < d; ++i) out[i] = (in[i] - mean) * inv * gamma[i] + beta[i];
+  }
+}
+
 int64_t argmax(const float* x, int64_t n) {
   int64_t best = -1;
   for (int64_t i = 0; i < n; ++i)
@@ -137,7 +151,7 @@ const KernelTable& kernels_scalar() {
       Isa::kScalar, "scalar",
       1, i8_packed_bytes, i8_pack, i8_row_bytes, i8_quantize, i8_gemm, i8_gemm_columns,
       1, f32_packed_floats, f32_pack, f32_gemm, f32_small_gemm,
-      argmax, row_stats};
+      layer_norm, argmax, row_stats};
   return table;
 }
 

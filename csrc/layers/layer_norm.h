@@ -2,6 +2,7 @@
 #pragma once
 #include <vector>
 
+#include "kernels/kernel_table.h"
 #include "model/weights.h"
 
 namespace fastdec {
@@ -9,11 +10,14 @@ namespace fastdec {
 class LayerNorm {
  public:
   LayerNorm() = default;
-  LayerNorm(const TensorLookup& lookup, const std::string& name, int d);
+  LayerNorm(const KernelTable& kernels, const TensorLookup& lookup, const std::string& name, int d);
   // y may alias x.
-  void forward(const float* x, int rows, float* y) const;
+  void forward(const float* x, int rows, float* y) const {
+    kernels_->layer_norm(x, rows, d_, gamma_.data(), beta_.data(), y);
+  }
 
  private:
+  const KernelTable* kernels_ = nullptr;
   int d_ = 0;
   std::vector<float> gamma_, beta_;
 };

@@ -72,8 +72,8 @@ Model::Model(ModelConfig config, const TensorLookup& lookup,
     int inner = s.heads * hd;
     EncoderLayer L;
     L.heads = s.heads;
-    L.ln_attn = LayerNorm(lookup, p + "ln_attn", d);
-    L.ln_ffn = LayerNorm(lookup, p + "ln_ffn", d);
+    L.ln_attn = LayerNorm(kt_, lookup, p + "ln_attn", d);
+    L.ln_ffn = LayerNorm(kt_, lookup, p + "ln_ffn", d);
     L.qkv = linear(p, {{"self_attn.q", inner}, {"self_attn.k", inner}, {"self_attn.v", inner}}, d);
     L.o = linear(p, {{"self_attn.o", d}}, inner);
     L.fc1 = linear(p, {{"ffn.fc1", s.ffn}}, d);
@@ -86,9 +86,9 @@ Model::Model(ModelConfig config, const TensorLookup& lookup,
     int inner = s.heads * hd;
     DecoderLayer L;
     L.heads = s.heads;
-    L.ln_self = LayerNorm(lookup, p + "ln_self", d);
-    L.ln_cross = LayerNorm(lookup, p + "ln_cross", d);
-    L.ln_ffn = LayerNorm(lookup, p + "ln_ffn", d);
+    L.ln_self = LayerNorm(kt_, lookup, p + "ln_self", d);
+    L.ln_cross = LayerNorm(kt_, lookup, p + "ln_cross", d);
+    L.ln_ffn = LayerNorm(kt_, lookup, p + "ln_ffn", d);
     if (cfg_.ssru_decoder) {
       L.ssru = linear(p, {{"ssru.w", d, false}, {"ssru.wf", d}}, d);
     } else {
@@ -103,23 +103,33 @@ Model::Model(ModelConfig config, const TensorLookup& lookup,
     decoder_.push_back(std::move(L));
   }
   if (cfg_.pre_norm) {
-    enc_final_ = LayerNorm(lookup, "encoder.final_ln", d);
-    dec_final_ = LayerNorm(lookup, "decoder.final_ln", d);
+    enc_final_ = LayerNorm(kt_, lookup, "encoder.final_ln", d);
+    dec_final_ = LayerNorm(kt_, lookup, "decoder.final_ln", d);
   }
 }
 
 // ---------------------------------------------------------------- building blocks
-void Model::embed(int32_t id, int position, float* out) const {
-  // x = E[id] * sqrt(d) + PE(position), PE interleaved sin/cos as export/modeling.py.
+void Model::embed(int32_t id, int position, float* out) {
   const int d = cfg_.d_model;
+  size_t have = positions_.size() / static_cast<size_t>(d);
+  if (static_cast<size_t>(position) >= have) {
+    // PE(p, 2i) = sin(p * 10000^(-2i/d)), PE(p, 2i+1) = cos(...), in float as
+    // export/modeling.py computes it. Grown in doubling steps: sin/cos per embedded
+    // token cost more than the rest of an int8 decoder step.
+    size_t rows = std::max<size_t>(static_cast<size_t>(position) + 1, 2 * have);
+    positions_.resize(rows * d);
+    const float log_base = -std::log(10000.0f) / static_cast<float>(d);
+    for (size_t p = have; p < rows; ++p)
+      for (int i = 0; i < d; i += 2) {
+        float angle = static_cast<float>(p) * std::exp(log_base * static_cast<float>(i));
+        positions_[p * d + i] = std::sin(angle);
+        if (i + 1 < d) positions_[p * d + i + 1] = std::cos(angle);
+      }
+  }
   const float scale = std::sqrt(static_cast<float>(d));
   const float* e = embed_.data() + static_cast<size_t>(id) * d;
-  const float log_base = -std::log(10000.0f) / static_cast<float>(d);
-  for (int i = 0; i < d; i += 2) {
-    float angle = static_cast<float>(position) * std::exp(log_base * static_cast<float>(i));
-    out[i] = e[i] * scale + std::sin(angle);
-    if (i + 1 < d) out[i + 1] = e[i + 1] * scale + std::cos(angle);
-  }
+  const float* pe = positions_.data() + static_cast<size_t>(position) * d;
+  for (int i = 0; i < d; ++i) out[i] = e[i] * scale + pe[i];
 }
 
 void Model::sublayer_input(const LayerNorm& ln, const float* x, int rows, float* h) const {

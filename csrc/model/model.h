@@ -71,7 +71,8 @@ class Model {
   // Self-attention visibility of a decoder pass.
   enum class Visibility { kCausal, kDraftBlock };
 
-  void embed(int32_t id, int position, float* out) const;
+  // x = E[id] * sqrt(d) + PE(position); PE rows come from a table grown on demand.
+  void embed(int32_t id, int position, float* out);
   void sublayer_input(const LayerNorm& ln, const float* x, int rows, float* h) const;
   void add_residual(const LayerNorm& ln, float* x, const float* y, int rows) const;
   void grow(RowCache& row, int length) const;
@@ -90,6 +91,7 @@ class Model {
   std::mutex call_mutex_;  // one call at a time: scratch buffers are shared
   int inner_enc_ = 0;
   std::vector<float> embed_;  // [V, d] fp32
+  std::vector<float> positions_;  // [rows so far, d]: sinusoidal position table
   std::vector<float> output_bias_;
   Linear output_;             // tied embedding; int8 (with column subsets) or fp32
   std::vector<EncoderLayer> encoder_;
