@@ -100,6 +100,38 @@ def time_fastdec(path: Path, sources, threads: int, batch_size: int) -> dict:
     return time_engine(lambda batch: fastdec_decode(backend, batch), sources, batch_size)
 
 
+_worker_backend = None
+
+
+def _worker_init(path: str):
+    global _worker_backend
+    from pyfastdec.backends.native import NativeBackend
+
+    _worker_backend = NativeBackend(path, threads=1, shortlist=False)
+
+
+def _worker_decode(args):
+    shard, batch_size = args
+    for i in range(0, len(shard), batch_size):
+        fastdec_decode(_worker_backend, shard[i:i + batch_size])
+    return len(shard)
+
+
+def time_fastdec_workers(path: Path, sources, workers: int, batch_size: int) -> dict:
+    """Throughput of `workers` single-thread processes over contiguous shards (the
+    multi-process mode of `fastdec translate --workers`), models loaded before timing."""
+    import multiprocessing as mp
+
+    shard = (len(sources) + workers - 1) // workers
+    shards = [(sources[i:i + shard], batch_size) for i in range(0, len(sources), shard)]
+    with mp.get_context("spawn").Pool(workers, initializer=_worker_init, initargs=(str(path),)) as pool:
+        pool.map(_worker_decode, [(s[:batch_size], batch_size) for s, _ in shards])  # load + warm up
+        start = time.perf_counter()
+        done = sum(pool.map(_worker_decode, shards))
+        total = time.perf_counter() - start
+    return {"batch_size": batch_size, "sentences": done, "seconds": total, "sentences_per_s": done / total}
+
+
 # ---------------------------------------------------------------- CTranslate2
 def time_ct2(path: Path, sources, pieces, compute_type: str, intra: int, inter: int, batch_size: int) -> dict:
     import ctranslate2
@@ -178,6 +210,9 @@ def main(argv=None):
                 record(f"ct2 {quant}", f"intra={threads}", threads,
                        time_ct2(paths[f"ct2-{quant}"], sources, pieces, quant, threads, 1, batch_size))
             if threads == 2 and batch_size == 32:
+                for name in ("attn-int8", "ssru-int8"):
+                    record(f"fastdec {name}", "2 workers x 1 thread", 2,
+                           time_fastdec_workers(paths[name], sources, 2, batch_size))
                 record("ct2 int8", "inter=2 intra=1", 2,
                        time_ct2(paths["ct2-int8"], sources, pieces, "int8", 1, 2, batch_size))
     report = {"cpu": pyfastdec.cpu_info(), "ct2_version": ctranslate2.__version__,
