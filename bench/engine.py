@@ -168,12 +168,27 @@ def time_engine(run, sources, batch_size: int) -> dict:
     return result
 
 
+def markdown(report) -> str:
+    rows = report["rows"]
+    lines = [f"CPU: {report['cpu']['brand']}, fastdec kernels: {report['cpu']['isa']}; CTranslate2 "
+             f"{report['ct2_version']} with CT2_FORCE_CPU_ISA={report['ct2_isa']}; {report['output_tokens']} "
+             "output tokens per sentence for every engine.", "",
+             "| engine | setting | batch | ms/sentence p50 | p90 | ms/token | sentences/s |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lat = (f"{r['ms_p50']:.2f} | {r['ms_p90']:.2f} | {r['ms_per_token']:.3f}" if r["batch_size"] == 1
+               else " | | ")
+        lines.append(f"| {r['engine']} | {r['setting']} | {r['batch_size']} | {lat} | {r['sentences_per_s']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sentences", type=int, default=256)
     parser.add_argument("--work", default=os.path.expanduser("~/.cache/pyfastdec-bench"))
     parser.add_argument("--ct2-isa", default="AVX512", help="CT2_FORCE_CPU_ISA for CTranslate2 ('' = its default)")
-    parser.add_argument("--out")
+    parser.add_argument("--out", help="write every figure as JSON here")
+    parser.add_argument("--markdown", help="write the table as markdown here")
     args = parser.parse_args(argv)
     if args.ct2_isa:
         os.environ["CT2_FORCE_CPU_ISA"] = args.ct2_isa
@@ -220,6 +235,8 @@ def main(argv=None):
               "rows": rows}
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1))
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(report))
     return report
 
 
