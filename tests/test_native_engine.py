@@ -74,7 +74,9 @@ def test_multi_token_step_equals_single_steps(pair):
     state = native.start(native.encode(sources))
     one_by_one = np.concatenate([native.step(state, prefix[:, i:i + 1], Want(logprobs=True)).logprobs
                                  for i in range(prefix.shape[1])], axis=1)
-    np.testing.assert_allclose(at_once, one_by_one, rtol=0, atol=1e-5)
+    # Bit for bit: a position's numbers must not depend on how many positions share the
+    # step, or verifying a draft could disagree with greedy decoding on a near-tie.
+    np.testing.assert_array_equal(at_once, one_by_one)
     ref_state = ref.start(ref.encode(sources))
     assert_logprobs_close(at_once, ref.step(ref_state, prefix, Want(logprobs=True)).logprobs)
 

@@ -121,47 +121,74 @@ void f32_gemm_avx512(const F32GemmArgs& g, int m_begin, int m_end, int block_beg
     run_panels<8, 3>(F32Tiles{g}, m_begin, m_end, block_begin, block_end);
 }
 
+// C rows [m, m + MR) x columns [n, n + 16 * NC) of alpha * A · B, B row-major [K, N]:
+// MR x NC accumulators so the K loop has independent FMA chains (attention has short
+// K and few rows; one chain per output vector was latency-bound).
+template <int MR, int NC>
+void small_nn_tile(int m, int n, int N, int K, float alpha, const float* a, size_t lda, const float* b,
+                   size_t ldb, float* c, size_t ldc, bool accumulate) {
+  __m512 acc[MR][NC];
+  __mmask16 mask[NC];
+  _Pragma("GCC unroll 4")
+  for (int j = 0; j < NC; ++j) mask[j] = tail_mask16(N - n - 16 * j);
+  _Pragma("GCC unroll 8")
+  for (int i = 0; i < MR; ++i)
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < NC; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int k = 0; k < K; ++k) {
+    __m512 bv[NC];
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < NC; ++j) bv[j] = _mm512_maskz_loadu_ps(mask[j], b + k * ldb + n + 16 * j);
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < MR; ++i) {
+      __m512 av = _mm512_set1_ps(a[(m + i) * lda + k]);
+      _Pragma("GCC unroll 4")
+      for (int j = 0; j < NC; ++j) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
+    }
+  }
+  const __m512 valpha = _mm512_set1_ps(alpha);
+  _Pragma("GCC unroll 8")
+  for (int i = 0; i < MR; ++i)
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < NC; ++j) {
+      float* out = c + (m + i) * ldc + n + 16 * j;
+      __m512 v = _mm512_mul_ps(acc[i][j], valpha);
+      if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask[j], out));
+      _mm512_mask_storeu_ps(out, mask[j], v);
+    }
+}
+
+template <int MR>
+void small_nn_rows(int m, int N, int K, float alpha, const float* a, size_t lda, const float* b, size_t ldb,
+                   float* c, size_t ldc, bool accumulate) {
+  int n = 0;
+  for (; n + 64 <= N; n += 64) small_nn_tile<MR, 4>(m, n, N, K, alpha, a, lda, b, ldb, c, ldc, accumulate);
+  for (; n < N; n += 16) small_nn_tile<MR, 1>(m, n, N, K, alpha, a, lda, b, ldb, c, ldc, accumulate);
+}
+
+void small_nn(int M, int N, int K, float alpha, const float* a, size_t lda, const float* b, size_t ldb,
+              float* c, size_t ldc, bool accumulate) {
+  int m = 0;
+  for (; m + 4 <= M; m += 4) small_nn_rows<4>(m, N, K, alpha, a, lda, b, ldb, c, ldc, accumulate);
+  for (; m < M; ++m) small_nn_rows<1>(m, N, K, alpha, a, lda, b, ldb, c, ldc, accumulate);
+}
+
 void f32_small_gemm_avx512(int M, int N, int K, float alpha, const float* a, size_t lda,
                            const float* b, size_t ldb, bool b_transposed, float* c,
                            size_t ldc, bool accumulate) {
-  const __m512 valpha = _mm512_set1_ps(alpha);
   if (!b_transposed) {
-    // Rows of B are contiguous along N: broadcast A, vectorise over N.
-    for (int m = 0; m < M; ++m) {
-      for (int n = 0; n < N; n += 16) {
-        __mmask16 mask = tail_mask16(N - n);
-        __m512 acc = _mm512_setzero_ps();
-        for (int k = 0; k < K; ++k)
-          acc = _mm512_fmadd_ps(_mm512_set1_ps(a[m * lda + k]),
-                                _mm512_maskz_loadu_ps(mask, b + k * ldb + n), acc);
-        acc = _mm512_mul_ps(acc, valpha);
-        float* out = c + m * ldc + n;
-        if (accumulate) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(mask, out));
-        _mm512_mask_storeu_ps(out, mask, acc);
-      }
-    }
+    small_nn(M, N, K, alpha, a, lda, b, ldb, c, ldc, accumulate);
     return;
   }
-  // B^T: each output is a dot product of two contiguous rows; four at once share A.
-  for (int m = 0; m < M; ++m) {
-    const float* arow = a + m * lda;
-    for (int n = 0; n < N; n += 4) {
-      int cols = std::min(4, N - n);
-      __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                       _mm512_setzero_ps()};
-      for (int k = 0; k < K; k += 16) {
-        __mmask16 mask = tail_mask16(K - k);
-        __m512 av = _mm512_maskz_loadu_ps(mask, arow + k);
-        for (int j = 0; j < cols; ++j)
-          acc[j] = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(mask, b + (n + j) * ldb + k), acc[j]);
-      }
-      for (int j = 0; j < cols; ++j) {
-        float v = alpha * _mm512_reduce_add_ps(acc[j]);
-        float* out = c + m * ldc + n + j;
-        *out = accumulate ? *out + v : v;
-      }
-    }
-  }
+  // Transpose B once ([N, K] -> [K, N]) and run the vectorised NN kernel, instead of
+  // one horizontal sum per output. Every output is then the same FMA sequence over k
+  // whatever M is, so a position's scores do not depend on how many query positions
+  // share the call: a verified draft sees exactly the numbers greedy steps see.
+  thread_local AlignedBuffer<float> transposed;
+  float* bt = transposed.reserve_scratch(static_cast<size_t>(K) * N);
+  for (int n = 0; n < N; ++n)
+    for (int k = 0; k < K; ++k) bt[static_cast<size_t>(k) * N + n] = b[n * ldb + k];
+  small_nn(M, N, K, alpha, a, lda, bt, static_cast<size_t>(N), c, ldc, accumulate);
 }
 
 // ---------------------------------------------------------------- layer norm
