@@ -46,6 +46,15 @@ def tiny_verifier(seed: int, eos_bias: float = 0.0, **kw):
     return model
 
 
+def tiny_drafter(seed: int = 24):
+    """A tiny random NAT drafter that never proposes pad/unk/bos/mask; seed 24 happens to
+    agree with the verifiers above now and then (a purely random one almost never does)."""
+    model = tiny_model(seed=seed, arch="nat-drafter")
+    with torch.no_grad():
+        model.output.bias[[PAD, UNK, BOS, MASK]] = -30.0
+    return model
+
+
 def backends(model, spm, directory, threads: int = 1):
     """(torch backend, native backend) on the same float32 weights."""
     return TorchBackend(model), NativeBackend(write_model_dir(model, spm, directory), threads=threads)
