@@ -6,13 +6,13 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from test_decoding_support import EOS, backends, tiny_verifier, torch
+
 from export.decode import beam_search as reference_beam_search
 from export.tiny import random_sources, tiny_spm
 from pyfastdec.decoding import beam_search, greedy
 
-VARIANTS = {"attention": dict(seed=0), "ssru": dict(seed=2, decoder_self="ssru", eos_bias=1.0)}
+VARIANTS = {"attention": {"seed": 0}, "ssru": {"seed": 2, "decoder_self": "ssru", "eos_bias": 1.0}}
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,15 @@ import math
 
 import numpy as np
 import pytest
+from test_decoding_support import (
+    EOS,
+    V,
+    backends,
+    oracle_for,
+    tiny_drafter,
+    tiny_verifier,
+)
 
-from test_decoding_support import EOS, V, backends, oracle_for, tiny_drafter, tiny_verifier, torch  # noqa: F401
 from export.tiny import random_sources, tiny_spm
 from export.torch_backend import TorchBackend
 from export.writer import write_model_dir
@@ -18,7 +25,7 @@ from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import default_max_len, gad, gad_plus, greedy
 from pyfastdec.decoding.draft_verify import accept_argmax, accept_topk
 
-VARIANTS = {"attention": dict(seed=0), "ssru": dict(seed=2, decoder_self="ssru", eos_bias=1.0)}
+VARIANTS = {"attention": {"seed": 0}, "ssru": {"seed": 2, "decoder_self": "ssru", "eos_bias": 1.0}}
 
 
 # ----------------------------------------------------------------------------- acceptance rules

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_decoding_support import (
+    EOS,
+    RuleCorrector,
+    backends,
+    corrected,
+    naive_greedy,
+    tiny_verifier,
+)
 
-from test_decoding_support import (EOS, RuleCorrector, backends, corrected, naive_greedy,  # noqa: F401
-                                   tiny_verifier, torch)
 from export.tiny import random_sources, tiny_spm
 from pyfastdec.decoding import default_max_len, greedy
 
-VARIANTS = {"attention": dict(seed=0), "ssru": dict(seed=2, decoder_self="ssru", eos_bias=1.0)}
+VARIANTS = {"attention": {"seed": 0}, "ssru": {"seed": 2, "decoder_self": "ssru", "eos_bias": 1.0}}
 
 
 @pytest.fixture(scope="module")

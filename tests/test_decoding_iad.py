@@ -5,13 +5,19 @@ rule on hand-made sequences."""
 from __future__ import annotations
 
 import pytest
+from test_decoding_support import (
+    EOS,
+    RuleCorrector,
+    backends,
+    corrected,
+    tiny_verifier,
+)
 
-from test_decoding_support import EOS, RuleCorrector, backends, corrected, tiny_verifier, torch  # noqa: F401
 from export.tiny import random_sources, tiny_spm
 from pyfastdec.decoding import greedy, iad
 from pyfastdec.decoding.iad import SourceNgrams
 
-VARIANTS = {"attention": dict(seed=0), "ssru": dict(seed=2, decoder_self="ssru", eos_bias=1.0)}
+VARIANTS = {"attention": {"seed": 0}, "ssru": {"seed": 2, "decoder_self": "ssru", "eos_bias": 1.0}}
 
 
 # ----------------------------------------------------------------------------- re-entry rule

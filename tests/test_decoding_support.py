@@ -20,13 +20,13 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the reference models need the 'test' extra (torch)")
 
-from export.tiny import random_sources, tiny_model  # noqa: E402
-from export.torch_backend import TorchBackend  # noqa: E402
-from export.writer import write_model_dir  # noqa: E402
-from pyfastdec.backends.base import Draft, StepOut, Want  # noqa: E402
-from pyfastdec.backends.native import NativeBackend  # noqa: E402
-from pyfastdec.decoding import greedy  # noqa: E402
-from pyfastdec.decoding.limits import default_max_len  # noqa: E402
+from export.tiny import random_sources, tiny_model
+from export.torch_backend import TorchBackend
+from export.writer import write_model_dir
+from pyfastdec.backends.base import Draft, StepOut, Want
+from pyfastdec.backends.native import NativeBackend
+from pyfastdec.decoding import greedy
+from pyfastdec.decoding.limits import default_max_len
 
 torch.set_num_threads(1)  # tiny models; the machine's cores are shared
 
@@ -102,7 +102,8 @@ class RuleCorrector:
     def start(self, memory):
         return {"src": [list(s) for s in memory], "held": [[] for _ in memory]}
 
-    def step(self, state, tokens, want=Want()):
+    def step(self, state, tokens, want=None):
+        want = want or Want()
         tokens = np.asarray(tokens)
         assert tokens.ndim == 2 and tokens.shape[0] == len(state["held"]) and tokens.shape[1] >= 1
         nxt = np.zeros(tokens.shape, dtype=np.int64)

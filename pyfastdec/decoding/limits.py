@@ -7,7 +7,7 @@ beam search, Hypothesis.finished=False); nothing is dropped.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def default_max_len(src_len: int) -> int:

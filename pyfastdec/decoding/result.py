@@ -3,9 +3,9 @@ search) and the statistics every strategy reports (DecodeStats)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
 
 
 @dataclass
