@@ -117,3 +117,4 @@ def test_iad_equals_greedy(pair, which):
     assert stats.generated == g.generated and stats.hit_max_len == g.hit_max_len
     assert 0 < stats.accepted <= stats.drafted  # some drafts were (partly) verified
     assert stats.iterations <= g.iterations
+    assert iad(backend, [])[0] == []
