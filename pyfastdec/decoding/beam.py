@@ -83,6 +83,9 @@ def beam_search(backend: Backend, src_ids: list[list[int]], beam_size: int = 5,
 
     nbest: how many to return per input (default beam_size; fewer when the search stopped
     early). alpha: length-normalisation exponent. max_len as in greedy.
+    Stats: iterations = `step` calls; row_steps counts hypotheses (rows) per call;
+    generated = the tokens of each input's best hypothesis (+ its EOS); hit_max_len = the
+    inputs whose best hypothesis is unfinished.
     """
     if int(beam_size) < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
