@@ -1,0 +1,615 @@
+"""The `fastdec` command: translate, correct, info, bench.
+
+Line discipline of translate/correct: exactly one output line per input line, in input
+order, written only as whole lines (so a pipe cut short or a Ctrl-C leaves complete
+lines behind). Input is read as bytes and decoded line by line, so an invalid UTF-8 line
+is reported by number; a file given with -i is checked completely before anything is
+translated, so a bad file produces no output at all.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Iterator, Optional
+
+import numpy as np
+
+from pyfastdec._version import __version__
+from pyfastdec.api import (ALGOS, DEFAULT_MODELS, Corrector, LongInputWarning, Translator, load_checked,
+                           merge_stats, packaged_model_path)
+from pyfastdec.decoding import DecodeStats
+from pyfastdec.model_dir import ModelDir, ModelDirError
+from pyfastdec.runtime import cpu_info, default_threads
+
+PROG = "fastdec"
+EXIT_ERROR, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
+SHORTLIST_FILE = "shortlist.bin"
+
+
+class CliError(Exception):
+    """A problem reported as one line on stderr; `code` is the exit status."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR):
+        super().__init__(message)
+        self.code = code
+
+
+# ----------------------------------------------------------------------------- options
+@dataclass(frozen=True)
+class ModelSpec:
+    """What a (worker) process needs to build its Translator; picklable."""
+
+    role: str  # "translate" or "correct"
+    model: Optional[str]
+    drafter: Optional[str]
+    threads: Optional[int]
+    compute_type: str
+    shortlist: bool
+
+    def build(self) -> Translator:
+        if self.role == "correct":
+            return Corrector(self.model, self.threads, self.compute_type, self.shortlist)
+        return Translator(self.model, self.drafter, self.threads, self.compute_type, self.shortlist)
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """Keyword arguments of Translator.translate chosen on the command line."""
+
+    algo: str
+    beam_size: int = 1
+    batch_size: int = 32
+    n_best: int = 1
+    block: Optional[int] = None
+    beta: Optional[int] = None
+    tau: Optional[float] = None
+
+    def kwargs(self) -> dict:
+        kw = dict(algo=self.algo, beam_size=self.beam_size, batch_size=self.batch_size, n_best=self.n_best,
+                  return_scores=self.n_best > 1, return_stats=True, block=self.block)
+        if self.beta is not None:
+            kw["beta"] = self.beta
+        if self.tau is not None:
+            kw["tau"] = self.tau
+        return kw
+
+    def describe(self) -> str:
+        parts = [f"algo {self.algo}", f"batch size {self.batch_size}"]
+        if self.algo == "beam":
+            parts.append(f"beam size {self.beam_size}, n-best {self.n_best}")
+        if self.algo in ("gad", "gad++"):
+            parts.append(f"block {self.block if self.block is not None else 'drafter default'}")
+        if self.algo == "gad++":
+            parts.append(f"beta {self.beta if self.beta is not None else 1}, tau {self.tau if self.tau is not None else 0.0}")
+        return ", ".join(parts)
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not value >= 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
+
+
+def _add_model_args(p: argparse.ArgumentParser, role: str, drafter: bool) -> None:
+    default = packaged_model_path(DEFAULT_MODELS[role])
+    p.add_argument("-m", "--model", metavar="MODEL", help=f"model directory (default: the packaged {default})")
+    if drafter:
+        p.add_argument("--drafter", metavar="DIR",
+                       help="GAD drafter directory (arch nat-drafter, same vocabulary as the model; default with "
+                            "no -m: the packaged drafter, if installed)")
+    p.add_argument("--threads", type=positive_int, metavar="N",
+                   help="intra-op threads per process (default: physical cores divided by --workers, "
+                        "or FASTDEC_THREADS)")
+    p.add_argument("--compute-type", choices=("int8", "float32"), default="int8",
+                   help="int8 (default; a float32 model runs float32 with a warning) or float32 "
+                        "(refused for an int8 model directory)")
+    p.add_argument("--no-shortlist", action="store_true", help="score the full vocabulary even if the model "
+                                                                "directory has a shortlist.bin")
+
+
+def _add_algo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--algo", choices=ALGOS,
+                   help="decoding algorithm (default: gad with a drafter, else greedy); greedy, iad and gad give "
+                        "identical output; gad++ trades exactness for speed with --beta/--tau")
+    p.add_argument("--beam-size", type=positive_int, metavar="N", help="beam size for --algo beam (default 5)")
+    p.add_argument("--n-best", type=positive_int, default=1, metavar="N",
+                   help="print the N best translations of every input line (implies --algo beam); output format, "
+                        "as Moses and Marian: 'I ||| TEXT ||| SCORE', one line per hypothesis, best first, where I "
+                        "is the 0-based input line index and SCORE the average log-probability per token "
+                        "(EOS included); up to N lines per input line")
+    p.add_argument("--block", type=positive_int, metavar="K",
+                   help="GAD/GAD++: tokens drafted per iteration (default: the drafter's block_size)")
+    p.add_argument("--beta", type=positive_int, metavar="B",
+                   help="GAD++: accept a drafted token within the verifier's top-B (default 1; paper: 3)")
+    p.add_argument("--tau", type=non_negative_float, metavar="T",
+                   help="GAD++: ... and within T of the top-1 log-probability (default 0; paper: 1.0)")
+
+
+def _add_io_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--input", metavar="IN", help="input file, one sentence per line (default: stdin)")
+    p.add_argument("-o", "--output", metavar="OUT", help="output file (default: stdout)")
+    p.add_argument("--batch-size", type=positive_int, default=32, metavar="N",
+                   help="sentences per batch (default 32); sentences are sorted by length inside each block")
+    p.add_argument("--workers", type=positive_int, default=1, metavar="N",
+                   help="N processes over contiguous shards of the input, each with --threads threads; output in "
+                        "input order (reads the whole input first)")
+    p.add_argument("--line-by-line", action="store_true",
+                   help="translate and flush every line as soon as it is read (default when stdin is a terminal)")
+    p.add_argument("--stats", action="store_true",
+                   help="print sentences/s, tokens/s and mean accepted tokens per iteration to stderr")
+    progress = p.add_mutually_exclusive_group()
+    progress.add_argument("--progress", dest="progress", action="store_true", default=None,
+                          help="show a progress bar on stderr for -i FILE even when stderr is not a terminal")
+    progress.add_argument("--no-progress", dest="progress", action="store_false", help="never show it")
+
+
+EPILOG = """\
+One output line per input line, in order; an empty line gives an empty line. A line
+longer than the model's max_source_len is split at sentence (then word) boundaries, the
+parts are translated and rejoined with a space, and a warning names the line on stderr.
+Exit status: 0 done; 1 error (model directory, files); 2 usage or invalid UTF-8 input
+(the error names the line); 130 interrupted (only complete lines were written).
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description="Fast CPU decoding of seq2seq translation and "
+                                                            "correction models (pyfastdec).")
+    parser.add_argument("--version", action="version", version=f"{PROG} (pyfastdec) {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("translate", help="translate lines (stdin -> stdout by default)", epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_model_args(p, "translate", drafter=True)
+    _add_algo_args(p)
+    _add_io_args(p)
+    p.set_defaults(run=run_translate, role="translate")
+
+    p = sub.add_parser("correct", help="correct lines with IAD (input-guided aggressive decoding)",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_model_args(p, "correct", drafter=False)
+    _add_io_args(p)
+    p.set_defaults(run=run_translate, role="correct")
+
+    p = sub.add_parser("info", help="version, CPU and ISA, threads; with -m a model summary")
+    p.add_argument("-m", "--model", metavar="MODEL", help="summarise this model directory")
+    p.set_defaults(run=run_info)
+
+    p = sub.add_parser("bench", help="latency (batch 1: p50/p90 ms) and throughput (sentences/s) on a file")
+    _add_model_args(p, "translate", drafter=True)
+    _add_algo_args(p)
+    p.add_argument("-i", "--input", metavar="FILE", required=True, help="sentences to decode, one per line")
+    p.add_argument("--batch-size", type=positive_int, default=32, metavar="N",
+                   help="batch size of the throughput run (default 32)")
+    p.add_argument("--latency-sentences", type=positive_int, default=100, metavar="N",
+                   help="sentences timed one at a time for the latency figures (default 100)")
+    p.set_defaults(run=run_bench, role="translate")
+    return parser
+
+
+def model_spec(args) -> ModelSpec:
+    threads = args.threads
+    workers = getattr(args, "workers", 1)
+    if threads is None and workers > 1:
+        threads = max(1, default_threads() // workers)
+    return ModelSpec(args.role, args.model, getattr(args, "drafter", None), threads, args.compute_type,
+                     not args.no_shortlist)
+
+
+def decode_options(args, has_drafter: bool) -> DecodeOptions:
+    if args.role == "correct":
+        return DecodeOptions("iad", batch_size=args.batch_size)
+    algo = args.algo
+    if algo is None:
+        algo = "beam" if args.n_best > 1 else ("gad" if has_drafter else "greedy")
+    beam_size = args.beam_size if args.beam_size is not None else (max(5, args.n_best) if algo == "beam" else 1)
+    return DecodeOptions(algo, beam_size, args.batch_size, args.n_best, args.block, args.beta, args.tau)
+
+
+# ----------------------------------------------------------------------------- input
+@dataclass
+class Line:
+    number: int  # 1-based
+    text: str
+
+
+def decode_line(raw: bytes, number: int) -> str:
+    if raw.endswith(b"\n"):
+        raw = raw[:-1]
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CliError(f"line {number}: invalid UTF-8 at byte {err.start + 1} of the line", EXIT_BAD_INPUT) from None
+
+
+class InputLines:
+    """The input as numbered lines. A file is read and checked whole (so it is known to be
+    valid, and its length is known, before anything is translated); stdin is read as it
+    comes, block by block, or line by line."""
+
+    def __init__(self, path: Optional[str]):
+        self.lines: Optional[list[Line]] = None
+        self.stream: Optional[BinaryIO] = None
+        if path is None or path == "-":
+            self.stream = sys.stdin.buffer
+            return
+        try:
+            data = Path(path).read_bytes()
+        except OSError as err:
+            raise CliError(f"cannot read input {path}: {err.strerror or err}") from None
+        raws = data.split(b"\n")
+        if raws and raws[-1] == b"":
+            raws.pop()  # the newline ending the last line starts no new line
+        self.lines = [Line(n, decode_line(raw, n)) for n, raw in enumerate(raws, 1)]
+
+    @property
+    def total(self) -> Optional[int]:
+        return None if self.lines is None else len(self.lines)
+
+    def interactive(self) -> bool:
+        return self.stream is not None and self.stream.isatty()
+
+    def all(self) -> list[Line]:
+        return [line for block in self.blocks(1 << 30) for line in block]
+
+    def blocks(self, size: int) -> Iterator[list[Line]]:
+        if self.lines is not None:
+            for start in range(0, len(self.lines), size):
+                yield self.lines[start:start + size]
+            return
+        block: list[Line] = []
+        number = 0
+        while True:
+            raw = self.stream.readline()
+            if not raw:
+                break
+            number += 1
+            try:
+                block.append(Line(number, decode_line(raw, number)))
+            except CliError:
+                if block:  # the lines before the bad one are translated and written first
+                    yield block
+                raise
+            if len(block) >= size:
+                yield block
+                block = []
+        if block:
+            yield block
+
+
+# ----------------------------------------------------------------------------- output
+@contextmanager
+def sigint_deferred() -> Iterator[None]:
+    """Hold Ctrl-C back while a block of lines is written, so an interrupt lands between
+    whole lines (it is delivered as soon as the block is out)."""
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = mask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        mask(signal.SIG_SETMASK, old)
+
+
+class LineWriter:
+    """Writes whole lines as UTF-8 bytes and flushes after each block."""
+
+    def __init__(self, path: Optional[str]):
+        self.path = path
+        if path is None or path == "-":
+            self.stream = sys.stdout.buffer
+            self.owned = False
+        else:
+            try:
+                self.stream = open(path, "wb")
+            except OSError as err:
+                raise CliError(f"cannot write output {path}: {err.strerror or err}") from None
+            self.owned = True
+
+    def write(self, lines: list[str]) -> None:
+        data = "".join(lines).encode("utf-8")
+        with sigint_deferred():
+            self.stream.write(data)
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.owned:
+            self.stream.close()
+
+
+class Progress:
+    """`\\r1234/5000 lines 45.1 lines/s` on stderr, at most ten times a second."""
+
+    def __init__(self, total: Optional[int], enabled: bool):
+        self.total, self.enabled = total, enabled and total is not None
+        self.done, self.start, self.shown = 0, time.perf_counter(), 0.0
+        self.width = 0
+
+    def update(self, n: int) -> None:
+        self.done += n
+        now = time.perf_counter()
+        if self.enabled and (now - self.shown >= 0.1 or self.done == self.total):
+            self.shown = now
+            rate = self.done / max(now - self.start, 1e-9)
+            text = f"\r{self.done}/{self.total} lines {rate:.1f} lines/s"
+            self.width = max(self.width, len(text))
+            sys.stderr.write(text)
+            sys.stderr.flush()
+
+    def clear(self) -> None:
+        if self.enabled and self.width:
+            sys.stderr.write("\r" + " " * self.width + "\r")
+
+    def finish(self) -> None:
+        if self.enabled and self.width:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+# ----------------------------------------------------------------------------- translating
+def _one_line(text: str) -> str:
+    return text.replace("\r", " ").replace("\n", " ")
+
+
+def translate_block(translator: Translator, lines: list[Line], options: DecodeOptions
+                    ) -> tuple[list[str], DecodeStats, list[str]]:
+    """Output lines (with their newlines) for a block of input lines, the block's
+    statistics, and a warning per line that had to be split (naming its line number)."""
+    texts = [line.text for line in lines]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LongInputWarning)
+        outputs, stats = translator.translate(texts, **options.kwargs())
+    notes = []
+    for w in caught:
+        if isinstance(w.message, LongInputWarning):
+            m = w.message
+            notes.append(f"line {lines[m.index].number}: {m.n_ids} source tokens exceed the model's "
+                         f"max_source_len {m.limit}; split into {m.chunks} parts, translated separately and "
+                         f"joined with a space")
+        else:
+            notes.append(str(w.message))
+    out = []
+    for line, result in zip(lines, outputs):
+        if options.n_best > 1:
+            out += [f"{line.number - 1} ||| {_one_line(text)} ||| {score:.6f}\n" for text, score in result]
+        else:
+            out.append(_one_line(result) + "\n")
+    return out, stats, notes
+
+
+def warn(message: str) -> None:
+    print(f"{PROG}: warning: {message}", file=sys.stderr, flush=True)
+
+
+def print_stats(stats: DecodeStats, sentences: int, seconds: float) -> None:
+    seconds = max(seconds, 1e-9)
+    print(f"{PROG}: {sentences} sentences in {seconds:.2f} s: {sentences / seconds:.1f} sentences/s, "
+          f"{stats.generated / seconds:.1f} tokens/s ({stats.generated} output tokens, EOS included); "
+          f"mean accepted tokens per iteration {stats.mean_accepted:.2f} "
+          f"(output tokens per iteration {stats.mean_tokens:.2f}, {stats.iterations} iterations)",
+          file=sys.stderr, flush=True)
+
+
+# Worker processes (--workers): each builds its own Translator at its first shard (not in
+# the pool initializer: an initializer that raises makes the pool respawn it forever,
+# while an error in a job reaches the parent).
+_worker_spec: Optional[ModelSpec] = None
+_worker_translator: Optional[Translator] = None
+
+
+def _worker_init(spec: ModelSpec) -> None:
+    global _worker_spec
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    _worker_spec = spec
+
+
+def _worker_translate(job: tuple[list[Line], DecodeOptions]):
+    global _worker_translator
+    if _worker_translator is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the parent already reported them once
+            _worker_translator = _worker_spec.build()
+    lines, options = job
+    return translate_block(_worker_translator, lines, options)
+
+
+def _results_in_one_process(spec: ModelSpec, source: InputLines, options: DecodeOptions, interactive: bool):
+    translator = spec.build()
+    size = 1 if interactive else (options.batch_size * 8 if source.total is not None else options.batch_size)
+    for block in source.blocks(size):
+        yield block, translate_block(translator, block, options)
+
+
+def _results_in_workers(spec: ModelSpec, source: InputLines, options: DecodeOptions, workers: int):
+    lines = source.all()
+    if not lines:
+        return
+    # Contiguous shards, several per worker so that the output flows and a slow shard
+    # does not hold the others' results back for long.
+    shard = max(1, min(math.ceil(len(lines) / workers), options.batch_size * 8))
+    jobs = [(lines[s:s + shard], options) for s in range(0, len(lines), shard)]
+    pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_worker_init, initargs=(spec,))
+    try:
+        for (block, _), result in zip(jobs, pool.imap(_worker_translate, jobs)):
+            yield block, result
+        pool.close()
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+def run_translate(args) -> int:
+    source = InputLines(args.input)  # a missing or invalid input file fails before the model loads
+    spec = model_spec(args)
+    model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type)
+    options = decode_options(args, drafter_dir is not None)
+    interactive = args.line_by_line or source.interactive()
+    show = args.progress if args.progress is not None else sys.stderr.isatty()
+    progress = Progress(source.total, show)
+    writer = LineWriter(args.output)
+    total = DecodeStats()
+    start = time.perf_counter()
+    results = (_results_in_workers(spec, source, options, args.workers) if args.workers > 1
+               else _results_in_one_process(spec, source, options, interactive))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # load_checked has reported the model warnings once
+            for block, (out, stats, notes) in results:
+                for note in notes:
+                    progress.clear()
+                    warn(note)
+                writer.write(out)
+                merge_stats(total, stats, [line.number - 1 for line in block])
+                total.sentences += len(block)
+                progress.update(len(block))
+    finally:
+        results.close()  # stops worker processes at once on an error or interrupt
+        progress.finish()
+        writer.close()
+    if args.stats:
+        print_stats(total, total.sentences, time.perf_counter() - start)
+    return 0
+
+
+# ----------------------------------------------------------------------------- info, bench
+def model_summary(path: str) -> list[str]:
+    md = ModelDir.load(path)
+    c = md.config
+    heads = lambda layers: ",".join(str(s.heads) for s in layers)  # noqa: E731
+    ffns = lambda layers: ",".join(str(s.ffn) for s in layers)  # noqa: E731
+    params = sum(int(np.prod(t.shape)) for name, t in md.tensors.items() if not name.endswith("weight_scale"))
+    q = c.quantization
+    shortlist = md.path / SHORTLIST_FILE
+    lines = [
+        f"model: {md.path}",
+        f"  arch: {c.arch} (decoder self-attention: {c.decoder_self}, {c.norm}-norm, {c.activation})",
+        f"  layers: {len(c.encoder_layers)} encoder, {len(c.decoder_layers)} decoder",
+        f"  d_model: {c.d_model} (head_dim {c.head_dim}; heads enc {heads(c.encoder_layers)} dec "
+        f"{heads(c.decoder_layers)}; ffn enc {ffns(c.encoder_layers)} dec {ffns(c.decoder_layers)})",
+        f"  vocab: {c.vocab_size} ({md.spm_path.name})",
+        f"  max_source_len: {c.max_source_len}",
+        f"  quantization: " + (f"{q.weights} weights ({q.weight_scale}), {q.activations} activations" if q
+                               else "none (float32)"),
+        f"  shortlist: " + (f"present ({SHORTLIST_FILE}, {shortlist.stat().st_size} bytes)" if shortlist.is_file()
+                            else "none"),
+        f"  parameters: {params}",
+    ]
+    if c.block_size is not None:
+        lines.append(f"  block_size: {c.block_size}")
+    return lines
+
+
+def run_info(args) -> int:
+    info = cpu_info()
+    forced = f" (forced by FASTDEC_ISA={info['requested']})" if info.get("forced") else ""
+    lines = [
+        f"pyfastdec {__version__}",
+        f"cpu: {info.get('brand', '?')}",
+        f"isa: detected {info['detected']}, chosen {info['isa']}{forced}; available: "
+        f"{', '.join(info.get('available', []))}",
+        "kernels: " + ", ".join(f"{k} {v}" for k, v in info.get("kernels", {}).items()),
+        f"threads: {info['default_threads']} by default ({info['physical_cores']} physical cores; "
+        f"FASTDEC_THREADS or --threads to change)",
+    ]
+    for role, name in DEFAULT_MODELS.items():
+        path = packaged_model_path(name)
+        lines.append(f"default {role} model: {path} ({'installed' if path.is_dir() else 'not installed'})")
+    if args.model:
+        lines += model_summary(args.model)
+    print("\n".join(lines), flush=True)
+    return 0
+
+
+def run_bench(args) -> int:
+    source = InputLines(args.input)
+    texts = [line.text for line in source.all() if line.text.strip()]
+    if not texts:
+        raise CliError(f"{args.input}: no non-empty lines to decode")
+    spec = model_spec(args)
+    translator = spec.build()
+    options = decode_options(args, translator.drafter is not None)
+    kwargs = dict(options.kwargs(), return_scores=False, n_best=1)
+    print(f"{PROG} bench: {translator.model_dir.path}"
+          + (f" + drafter {translator.drafter_dir.path}" if translator.drafter_dir else "")
+          + f"; {options.describe()}; threads {translator.threads}; compute type {spec.compute_type}; "
+          f"shortlist {'on' if spec.shortlist else 'off'}; {len(texts)} sentences from {args.input}", flush=True)
+    translator.translate(texts[:1], **dict(kwargs, batch_size=1))  # warm-up: page in weights, grow buffers
+    latency = []
+    for text in texts[:args.latency_sentences]:
+        start = time.perf_counter()
+        translator.translate([text], **dict(kwargs, batch_size=1))
+        latency.append((time.perf_counter() - start) * 1000)
+    p50, p90 = np.percentile(latency, [50, 90])
+    print(f"latency, batch 1 ({len(latency)} sentences): p50 {p50:.2f} ms, p90 {p90:.2f} ms, "
+          f"mean {np.mean(latency):.2f} ms", flush=True)
+    start = time.perf_counter()
+    _, stats = translator.translate(texts, **kwargs)
+    seconds = max(time.perf_counter() - start, 1e-9)
+    print(f"throughput, batch {options.batch_size} ({len(texts)} sentences): {len(texts) / seconds:.1f} "
+          f"sentences/s, {stats.generated / seconds:.1f} tokens/s, mean accepted tokens per iteration "
+          f"{stats.mean_accepted:.2f}", flush=True)
+    return 0
+
+
+# ----------------------------------------------------------------------------- main
+def _stdout_to_devnull() -> None:
+    """After a broken pipe, point stdout at /dev/null so the interpreter's final flush
+    does not fail again (the recipe of Python's signal module documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = lambda message, *rest, **kw: warn(str(message))
+            return args.run(args)
+    except (CliError, ModelDirError, ValueError) as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr, flush=True)
+        return err.code if isinstance(err, CliError) else EXIT_ERROR
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())
