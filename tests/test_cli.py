@@ -1,0 +1,226 @@
+"""The `fastdec` command: in process through main([...]) (files, stdin, capsys), and as a
+real subprocess (`python -m pyfastdec.cli`, run outside the repository with
+PYTHONPATH set explicitly) for stdin -> stdout, worker processes, broken pipes and info.
+Outputs are checked against the Python API on the same model."""
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="the tiny models need the 'test' extra (torch)")
+
+from test_api import SHORT_SOURCE, models, sentences, translator  # noqa: E402,F401  (fixtures)
+from pyfastdec import cli, cpu_info  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+TEXTS = sentences(6, seed=21)
+LINES = [TEXTS[0], "", TEXTS[1], TEXTS[2], "", "", TEXTS[3], TEXTS[4], TEXTS[5]]  # empty lines inside
+
+
+def model_args(models, drafter: bool = False) -> list[str]:
+    args = ["-m", str(models["verifier"]), "--threads", "1", "--compute-type", "float32"]
+    return args + (["--drafter", str(models["drafter"])] if drafter else [])
+
+
+def expected(translator, lines: list[str]) -> str:
+    return "".join(t + "\n" for t in translator.translate(lines, algo="greedy"))
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def fake_stdin(monkeypatch, data: bytes) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+
+def run_cli(args: list[str], tmp_path: Path, stdin: bytes = b"", **kw) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO), FASTDEC_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "pyfastdec.cli", *args], input=stdin, capture_output=True,
+                          cwd=tmp_path, env=env, timeout=120, **kw)
+
+
+# ----------------------------------------------------------------------------- in process
+@pytest.mark.parametrize("algo", ["greedy", "gad", "iad"])
+def test_file_to_file_one_line_per_line(models, translator, tmp_path, capsys, algo):
+    src = write_lines(tmp_path / "in.txt", LINES)
+    out = tmp_path / "out.txt"
+    code = cli.main(["translate", *model_args(models, drafter=True), "--algo", algo, "--batch-size", "2",
+                     "-i", str(src), "-o", str(out), "--no-progress"])
+    assert code == 0
+    assert out.read_text(encoding="utf-8") == expected(translator, LINES)
+    assert capsys.readouterr().out == ""
+
+
+def test_stdin_to_stdout_default_algo_with_stats(models, translator, monkeypatch, capsys):
+    fake_stdin(monkeypatch, "".join(line + "\r\n" for line in LINES).encode())  # CRLF input too
+    assert cli.main(["translate", *model_args(models, drafter=True), "--stats"]) == 0
+    out, err = capsys.readouterr()
+    assert out == expected(translator, LINES)
+    assert re.search(r"9 sentences in .* s: [\d.]+ sentences/s, [\d.]+ tokens/s .*mean accepted tokens per "
+                     r"iteration [\d.]+", err)
+
+
+def test_last_line_without_newline_and_empty_input(models, translator, monkeypatch, capsys):
+    fake_stdin(monkeypatch, (TEXTS[0] + "\n" + TEXTS[1]).encode())
+    assert cli.main(["translate", *model_args(models)]) == 0
+    assert capsys.readouterr().out == expected(translator, TEXTS[:2])
+    fake_stdin(monkeypatch, b"")
+    assert cli.main(["translate", *model_args(models)]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_nbest_format(models, translator, tmp_path, capsys):
+    src = write_lines(tmp_path / "in.txt", [TEXTS[0], "", TEXTS[1]])
+    assert cli.main(["translate", *model_args(models), "--n-best", "2", "--beam-size", "3", "-i", str(src)]) == 0
+    rows = [line.split(" ||| ") for line in capsys.readouterr().out.splitlines()]
+    ref = translator.translate([TEXTS[0], "", TEXTS[1]], algo="beam", beam_size=3, n_best=2, return_scores=True)
+    want = [(i, text, score) for i, hyps in enumerate(ref) for text, score in hyps]
+    assert [(int(i), text) for i, text, _ in rows] == [(i, text) for i, text, _ in want]
+    assert [float(score) for _, _, score in rows] == pytest.approx([score for _, _, score in want], abs=1e-6)
+    assert [int(i) for i, _, _ in rows].count(1) == 1  # an empty line has one (empty) hypothesis
+
+
+def test_long_line_is_split_with_a_warning_naming_the_line(models, tmp_path, capsys):
+    parts = ["a man runs .", "the girl sits .", "two dogs ."]
+    src = write_lines(tmp_path / "in.txt", ["a dog .", "", " ".join(parts)])
+    short = ["-m", str(models["short"]), "--threads", "1", "--compute-type", "float32"]
+    assert cli.main(["translate", *short, "-i", str(src)]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 3
+    assert re.search(rf"fastdec: warning: line 3: \d+ source tokens exceed the model's max_source_len "
+                     rf"{SHORT_SOURCE}; split into 3 parts", err)
+
+
+def test_invalid_utf8_in_a_file_names_the_line_and_writes_nothing(models, tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"a man .\n\nthe dog \xff\xfe runs .\n")
+    out = tmp_path / "out.txt"
+    assert cli.main(["translate", *model_args(models), "-i", str(src), "-o", str(out)]) == 2
+    assert "fastdec: error: line 3: invalid UTF-8 at byte 9" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_invalid_utf8_on_stdin_keeps_the_whole_lines_before_it(models, translator, monkeypatch, capsys):
+    fake_stdin(monkeypatch, b"a man .\nthe dog .\n\xc3(\nlast\n")
+    assert cli.main(["translate", *model_args(models), "--batch-size", "1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == expected(translator, ["a man .", "the dog ."])
+    assert "line 3: invalid UTF-8" in err
+
+
+def test_interrupt_exits_130_after_whole_lines(models, tmp_path, capsys, monkeypatch):
+    src = write_lines(tmp_path / "in.txt", sentences(20, seed=22))
+    real, calls = cli.translate_block, []
+
+    def interrupted(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(cli, "translate_block", interrupted)
+    assert cli.main(["translate", *model_args(models), "--batch-size", "1", "-i", str(src)]) == 130
+    out, err = capsys.readouterr()
+    assert out.count("\n") == 8 and out.endswith("\n")  # the first block of 8 lines, nothing after it
+    assert "interrupted" in err
+
+
+def test_errors_are_one_clear_line(models, tmp_path, capsys):
+    src = write_lines(tmp_path / "in.txt", ["a man ."])
+    cases = [
+        (["translate", "-m", str(tmp_path / "nope"), "-i", str(src)], "no such directory"),
+        (["translate", *model_args(models), "-i", str(tmp_path / "missing.txt")], "cannot read input"),
+        (["translate", *model_args(models), "--drafter", str(models["drafter38"]), "-i", str(src)],
+         "vocab_size: 38 differs"),
+        (["translate", *model_args(models), "--algo", "gad", "-i", str(src)], "needs a drafter"),
+        (["translate", "-m", str(models["int8"]), "--compute-type", "float32", "-i", str(src)], "int8 weights"),
+    ]
+    for argv, message in cases:
+        assert cli.main(argv) == 1, argv
+        err = capsys.readouterr().err
+        assert err.startswith("fastdec: error: ") and message in err and err.count("\n") == 1, err
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["translate", "--no-such-flag"])
+    assert exit_info.value.code == 2
+
+
+def test_correct_runs_iad(models, translator, tmp_path, capsys):
+    src = write_lines(tmp_path / "in.txt", LINES)
+    assert cli.main(["correct", "-m", str(models["verifier"]), "--threads", "1", "--compute-type", "float32",
+                     "-i", str(src), "--stats"]) == 0
+    out, err = capsys.readouterr()
+    assert out == expected(translator, LINES) and "sentences/s" in err
+
+
+def test_progress_bar_on_request(models, tmp_path, capsys):
+    src = write_lines(tmp_path / "in.txt", LINES)
+    assert cli.main(["translate", *model_args(models), "-i", str(src), "--progress"]) == 0
+    assert re.search(r"\r9/9 lines [\d.]+ lines/s", capsys.readouterr().err)
+
+
+def test_info_and_bench(models, tmp_path, capsys):
+    assert cli.main(["info", "-m", str(models["int8"])]) == 0
+    out = capsys.readouterr().out
+    assert f"chosen {cpu_info()['isa']}" in out
+    assert "arch: transformer" in out and "vocab: 40" in out and "quantization: int8 weights" in out
+    assert "shortlist: none" in out and "layers: 2 encoder, 2 decoder" in out
+    src = write_lines(tmp_path / "in.txt", TEXTS)
+    assert cli.main(["bench", *model_args(models, drafter=True), "-i", str(src), "--batch-size", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "algo gad, batch size 4" in out and "threads 1" in out
+    assert re.search(r"latency, batch 1 \(6 sentences\): p50 [\d.]+ ms, p90 [\d.]+ ms", out)
+    assert re.search(r"throughput, batch 4 \(6 sentences\): [\d.]+ sentences/s", out)
+
+
+# ----------------------------------------------------------------------------- subprocesses
+def test_subprocess_stdin_to_stdout_and_errors(models, translator, tmp_path):
+    stdin = "".join(line + "\n" for line in LINES).encode()
+    done = run_cli(["translate", *model_args(models, drafter=True)], tmp_path, stdin)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode() == expected(translator, LINES)
+    bad = run_cli(["translate", *model_args(models)], tmp_path, b"a man .\n\xff\n")
+    assert bad.returncode == 2 and b"line 2: invalid UTF-8" in bad.stderr and b"Traceback" not in bad.stderr
+    missing = run_cli(["translate", "-m", str(tmp_path / "nope")], tmp_path, b"a\n")
+    assert missing.returncode == 1 and missing.stdout == b""
+    assert missing.stderr.decode().startswith("fastdec: error: ") and b"Traceback" not in missing.stderr
+
+
+def test_subprocess_workers_give_the_same_output(models, tmp_path):
+    src = write_lines(tmp_path / "in.txt", sentences(40, seed=23) + [""] + sentences(9, seed=24))
+    one = run_cli(["translate", *model_args(models, drafter=True), "-i", str(src)], tmp_path)
+    two = run_cli(["translate", *model_args(models, drafter=True), "-i", str(src), "--workers", "2",
+                   "--batch-size", "4", "--stats"], tmp_path)
+    assert one.returncode == 0 and two.returncode == 0, two.stderr.decode()
+    assert two.stdout == one.stdout and one.stdout.count(b"\n") == 50
+    assert b"50 sentences in" in two.stderr
+
+
+def test_subprocess_broken_pipe_exits_quietly(models, tmp_path):
+    src = write_lines(tmp_path / "big.txt", sentences(3000, seed=25))
+    env = dict(os.environ, PYTHONPATH=str(REPO), FASTDEC_THREADS="1")
+    with open(src, "rb") as stdin:
+        proc = subprocess.Popen([sys.executable, "-m", "pyfastdec.cli", "translate", *model_args(models),
+                                 "--batch-size", "8"], stdin=stdin, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, cwd=tmp_path, env=env)
+        first = proc.stdout.readline()  # like `| head -1`
+        proc.stdout.close()
+        err = proc.stderr.read()
+        code = proc.wait(timeout=120)
+    assert first.endswith(b"\n")
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()
+    assert code in (0, 1)
+
+
+def test_subprocess_info_names_the_chosen_isa(tmp_path):
+    done = run_cli(["info"], tmp_path)
+    assert done.returncode == 0
+    assert re.search(rb"isa: detected \w+, chosen \w+", done.stdout)
+    assert f"chosen {cpu_info()['isa']}".encode() in done.stdout
