@@ -27,22 +27,7 @@ void gemm_f32(const F32Matrix& w, const float* a, int M, size_t lda, const float
   args.c = c;
   args.c_stride = ldc;
   int blocks = (w.N_ + kt.f32_cols_per_block - 1) / kt.f32_cols_per_block;
-  int threads = pool ? pool->size() : 1;
-  if (threads == 1) {
-    kt.f32_gemm(args, 0, M, 0, blocks);
-    return;
-  }
-  bool split_rows = blocks < 2 * threads && M >= 2 * threads;
-  pool->parallel_for(threads, [&](int t) {
-    int begin, end;
-    if (split_rows) {
-      split_range(M, threads, t, &begin, &end);
-      kt.f32_gemm(args, begin, end, 0, blocks);
-    } else {
-      split_range(blocks, threads, t, &begin, &end);
-      kt.f32_gemm(args, 0, M, begin, end);
-    }
-  });
+  parallel_gemm(pool, M, blocks, [&](int m0, int m1, int b0, int b1) { kt.f32_gemm(args, m0, m1, b0, b1); });
 }
 
 }  // namespace fastdec

@@ -73,24 +73,7 @@ void gemm_i8(const I8Matrix& w, const float* a, int M, size_t lda, const float* 
   args.c = c;
   args.c_stride = ldc;
   int blocks = (w.N_ + kt.i8_cols_per_block - 1) / kt.i8_cols_per_block;
-  int threads = pool ? pool->size() : 1;
-  if (threads == 1) {
-    kt.i8_gemm(args, 0, M, 0, blocks);
-    return;
-  }
-  // Split the columns while there are enough blocks (each thread streams its own
-  // weights); with few blocks and many rows, split the rows instead.
-  bool split_rows = blocks < 2 * threads && M >= 2 * threads;
-  pool->parallel_for(threads, [&](int t) {
-    int begin, end;
-    if (split_rows) {
-      split_range(M, threads, t, &begin, &end);
-      kt.i8_gemm(args, begin, end, 0, blocks);
-    } else {
-      split_range(blocks, threads, t, &begin, &end);
-      kt.i8_gemm(args, 0, M, begin, end);
-    }
-  });
+  parallel_gemm(pool, M, blocks, [&](int m0, int m1, int b0, int b1) { kt.i8_gemm(args, m0, m1, b0, b1); });
 }
 
 void gemm_i8_columns(const I8Matrix& w, const float* a, int M, size_t lda,

@@ -5,33 +5,15 @@
 #include <vector>
 
 namespace fastdec {
-namespace {
-
-// Rows are independent: split them over the pool when there are several.
-template <typename Fn>
-void for_rows(int64_t rows, ThreadPool* pool, Fn&& fn) {
-  int threads = pool ? static_cast<int>(std::min<int64_t>(pool->size(), rows)) : 1;
-  if (threads <= 1) {
-    for (int64_t r = 0; r < rows; ++r) fn(r);
-    return;
-  }
-  pool->parallel_for(threads, [&](int t) {
-    int begin, end;
-    split_range(static_cast<int>(rows), threads, t, &begin, &end);
-    for (int64_t r = begin; r < end; ++r) fn(r);
-  });
-}
-
-}  // namespace
 
 void argmax_rows(const KernelTable& kt, const float* x, int64_t rows, int64_t n,
                  size_t stride, int64_t* out, ThreadPool* pool) {
-  for_rows(rows, pool, [&](int64_t r) { out[r] = kt.argmax(x + r * stride, n); });
+  parallel_rows(pool, static_cast<int>(rows), [&](int64_t r) { out[r] = kt.argmax(x + r * stride, n); });
 }
 
 void row_stats_rows(const KernelTable& kt, const float* x, int64_t rows, int64_t n,
                     size_t stride, int k, const RowStatsOut& out, ThreadPool* pool) {
-  for_rows(rows, pool, [&](int64_t r) {
+  parallel_rows(pool, static_cast<int>(rows), [&](int64_t r) {
     const float* row = x + r * stride;
     float* top_lp = out.top_logprobs + r * k;
     RowStats s = kt.row_stats(row, n, k, out.top_ids + r * k, top_lp);

@@ -5,6 +5,7 @@
 // simply claims nothing and the caller runs the tasks itself, so a call never waits
 // for a thread that did not start.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -56,6 +57,45 @@ inline void split_range(int total, int parts, int part, int* begin, int* end) {
   int base = total / parts, extra = total % parts;
   *begin = part * base + (part < extra ? part : extra);
   *end = *begin + base + (part < extra ? 1 : 0);
+}
+
+// Runs fn(r) for every r in [0, rows), contiguous ranges per thread (inline without a
+// pool or with one row).
+template <typename Fn>
+void parallel_rows(ThreadPool* pool, int rows, Fn&& fn) {
+  int threads = pool ? std::min(pool->size(), rows) : 1;
+  if (threads <= 1) {
+    for (int r = 0; r < rows; ++r) fn(r);
+    return;
+  }
+  pool->parallel_for(threads, [&](int t) {
+    int begin, end;
+    split_range(rows, threads, t, &begin, &end);
+    for (int r = begin; r < end; ++r) fn(r);
+  });
+}
+
+// Runs a GEMM part fn(m_begin, m_end, block_begin, block_end) over the pool (or
+// inline without one). Columns are split while there are enough blocks (each thread
+// streams its own weights); few blocks and many rows split the rows instead.
+template <typename Fn>
+void parallel_gemm(ThreadPool* pool, int M, int blocks, Fn&& fn) {
+  int threads = pool ? pool->size() : 1;
+  if (threads == 1) {
+    fn(0, M, 0, blocks);
+    return;
+  }
+  bool split_rows = blocks < 2 * threads && M >= 2 * threads;
+  pool->parallel_for(threads, [&](int t) {
+    int begin, end;
+    if (split_rows) {
+      split_range(M, threads, t, &begin, &end);
+      fn(begin, end, 0, blocks);
+    } else {
+      split_range(blocks, threads, t, &begin, &end);
+      fn(0, M, begin, end);
+    }
+  });
 }
 
 }  // namespace fastdec

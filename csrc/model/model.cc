@@ -23,21 +23,6 @@ float scale_of(const std::map<std::string, float>& scales, const std::string& li
   return it == scales.end() ? 0.f : it->second;
 }
 
-// Runs fn(b) for every row, over the pool when there are several rows.
-template <typename Fn>
-void for_each_row(ThreadPool& pool, int rows, Fn&& fn) {
-  int threads = std::min(pool.size(), rows);
-  if (threads <= 1) {
-    for (int b = 0; b < rows; ++b) fn(b);
-    return;
-  }
-  pool.parallel_for(threads, [&](int t) {
-    int begin, end;
-    split_range(rows, threads, t, &begin, &end);
-    for (int b = begin; b < end; ++b) fn(b);
-  });
-}
-
 thread_local std::vector<float> attention_scratch;
 
 }  // namespace
@@ -184,7 +169,7 @@ Memory Model::encode(const std::vector<std::vector<int32_t>>& sources,
     big_.resize(static_cast<size_t>(T) * 3 * inner);
     L.qkv.forward(h_.data(), T, big_.data(), &pool_);
     att_.resize(static_cast<size_t>(T) * inner);
-    for_each_row(pool_, R, [&](int b) {
+    parallel_rows(&pool_, R, [&](int b) {
       int len = offset[b + 1] - offset[b];
       std::vector<int> visible(static_cast<size_t>(len), len);
       const float* qkv = big_.data() + static_cast<size_t>(offset[b]) * 3 * inner;
@@ -250,7 +235,7 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
     if (cfg_.ssru_decoder) {
       big_.resize(static_cast<size_t>(T) * 2 * d);
       L.ssru.forward(h_.data(), T, big_.data(), &pool_);
-      for_each_row(pool_, R, [&](int b) {
+      parallel_rows(&pool_, R, [&](int b) {
         RowCache& row = *rows[b];
         float* c = row.c[l].data();
         const float* c_prev = row.length > 0 ? c + static_cast<size_t>(row.length - 1) * d : nullptr;
@@ -261,7 +246,7 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
       big_.resize(static_cast<size_t>(T) * 3 * inner);
       L.self_qkv.forward(h_.data(), T, big_.data(), &pool_);
       att_.resize(static_cast<size_t>(T) * inner);
-      for_each_row(pool_, R, [&](int b) {
+      parallel_rows(&pool_, R, [&](int b) {
         RowCache& row = *rows[b];
         const int n = counts[b], start = row.length, total = start + n;
         const float* qkv = big_.data() + static_cast<size_t>(offset[b]) * 3 * inner;
@@ -292,7 +277,7 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
     att_.resize(static_cast<size_t>(T) * inner);
     big_.resize(static_cast<size_t>(T) * inner);
     L.cross_q.forward(h_.data(), T, big_.data(), &pool_);
-    for_each_row(pool_, R, [&](int b) {
+    parallel_rows(&pool_, R, [&](int b) {
       const MemoryRow& mem = *rows[b]->memory;
       const int src = static_cast<int>(mem.source.size());
       std::vector<int> visible(static_cast<size_t>(counts[b]), src);
@@ -426,7 +411,7 @@ void Model::output_stats(const float* h, int T, const std::vector<const MemoryRo
   }
   (void)d;
   const int k = std::max(request.topk, 1);
-  for_each_row(pool_, T, [&](int t) {
+  parallel_rows(&pool_, T, [&](int t) {
     const float* row = logits_.data() + offsets[t];
     const int64_t n = offsets[t + 1] - offsets[t];
     const auto& shortlist = memory_of[t]->shortlist;
