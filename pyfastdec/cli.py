@@ -90,7 +90,8 @@ class DecodeOptions:
         if self.algo in ("gad", "gad++"):
             parts.append(f"block {self.block if self.block is not None else 'drafter default'}")
         if self.algo == "gad++":
-            parts.append(f"beta {self.beta if self.beta is not None else 1}, tau {self.tau if self.tau is not None else 0.0}")
+            beta, tau = (1 if self.beta is None else self.beta), (0.0 if self.tau is None else self.tau)
+            parts.append(f"beta {beta}, tau {tau}")
         return ", ".join(parts)
 
 
@@ -133,9 +134,11 @@ def _add_model_args(p: argparse.ArgumentParser, role: str, drafter: bool) -> Non
 
 def _add_algo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--algo", choices=ALGOS,
-                   help="decoding algorithm (default: gad with a drafter, else greedy); greedy, iad and gad give "
-                        "identical output; gad++ trades exactness for speed with --beta/--tau")
-    p.add_argument("--beam-size", type=positive_int, metavar="N", help="beam size for --algo beam (default 5)")
+                   help="decoding algorithm (default: beam with --beam-size > 1 or --n-best > 1, else gad with a "
+                        "drafter, else greedy); greedy, iad and gad give identical output; gad++ trades exactness "
+                        "for speed with --beta/--tau")
+    p.add_argument("--beam-size", type=positive_int, metavar="N",
+                   help="beam size for --algo beam (default 5, at least --n-best)")
     p.add_argument("--n-best", type=positive_int, default=1, metavar="N",
                    help="print the N best translations of every input line (implies --algo beam); output format, "
                         "as Moses and Marian: 'I ||| TEXT ||| SCORE', one line per hypothesis, best first, where I "
@@ -167,12 +170,19 @@ def _add_io_args(p: argparse.ArgumentParser) -> None:
     progress.add_argument("--no-progress", dest="progress", action="store_false", help="never show it")
 
 
-EPILOG = """\
-One output line per input line, in order; an empty line gives an empty line. A line
-longer than the model's max_source_len is split at sentence (then word) boundaries, the
-parts are translated and rejoined with a space, and a warning names the line on stderr.
-Exit status: 0 done; 1 error (model directory, files); 2 usage or invalid UTF-8 input
-(the error names the line); 130 interrupted (only complete lines were written).
+def epilog(command: str) -> str:
+    nbest = " (with --n-best N: up to N lines per input line, 'I ||| TEXT ||| SCORE')" if command == "translate" else ""
+    example = ('echo "A man rides a bike down the street." | fastdec translate' if command == "translate"
+               else "fastdec correct -i essays.txt -o corrected.txt")
+    return f"""\
+One output line per input line, in order{nbest}; an empty line gives an empty line.
+A line longer than the model's max_source_len is split at sentence (then word)
+boundaries, the parts are decoded and rejoined with a space, and a warning names the
+line on stderr. Output is written in whole lines only, whatever stops it.
+Exit status: 0 done; 1 error (model directory, files) or output closed early (e.g. by
+`| head`); 2 usage or invalid UTF-8 input (the error names the line); 130 interrupted.
+
+example: {example}
 """
 
 
@@ -182,7 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} (pyfastdec) {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("translate", help="translate lines (stdin -> stdout by default)", epilog=EPILOG,
+    p = sub.add_parser("translate", help="translate lines (stdin -> stdout by default)", epilog=epilog("translate"),
+                       description="Translate one sentence per line with a model directory (default: the "
+                                   "packaged En->De model and drafter).",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_model_args(p, "translate", drafter=True)
     _add_algo_args(p)
@@ -190,7 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=run_translate, role="translate")
 
     p = sub.add_parser("correct", help="correct lines with IAD (input-guided aggressive decoding)",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=epilog("correct"), formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Correct one sentence per line with a correction model (default: the packaged "
+                                   "uk-gec), decoding with IAD (output identical to greedy).")
     _add_model_args(p, "correct", drafter=False)
     _add_io_args(p)
     p.set_defaults(run=run_translate, role="correct")
@@ -225,7 +239,8 @@ def decode_options(args, has_drafter: bool) -> DecodeOptions:
         return DecodeOptions("iad", batch_size=args.batch_size)
     algo = args.algo
     if algo is None:
-        algo = "beam" if args.n_best > 1 else ("gad" if has_drafter else "greedy")
+        wants_beam = args.n_best > 1 or (args.beam_size or 1) > 1
+        algo = "beam" if wants_beam else ("gad" if has_drafter else "greedy")
     beam_size = args.beam_size if args.beam_size is not None else (max(5, args.n_best) if algo == "beam" else 1)
     return DecodeOptions(algo, beam_size, args.batch_size, args.n_best, args.block, args.beta, args.tau)
 

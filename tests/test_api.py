@@ -159,7 +159,7 @@ def test_translate_equals_greedy_on_the_same_ids(models, translator):
     assert [tok.decode(torch_greedy(models["model"], s)) for s in ids[:3]] == expected[:3]
 
 
-@pytest.mark.parametrize("batch_size", [1, 3, 32])
+@pytest.mark.parametrize("batch_size", [1, 3])
 def test_lossless_algorithms_give_greedy_output(translator, batch_size):
     texts = sentences(7, seed=2)
     reference = translator.translate(texts, algo="greedy", batch_size=batch_size)

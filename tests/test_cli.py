@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -193,13 +194,14 @@ def test_subprocess_stdin_to_stdout_and_errors(models, translator, tmp_path):
     assert missing.stderr.decode().startswith("fastdec: error: ") and b"Traceback" not in missing.stderr
 
 
-def test_subprocess_workers_give_the_same_output(models, tmp_path):
+def test_subprocess_workers_give_the_same_output(models, tmp_path, capsys):
     src = write_lines(tmp_path / "in.txt", sentences(40, seed=23) + [""] + sentences(9, seed=24))
-    one = run_cli(["translate", *model_args(models, drafter=True), "-i", str(src)], tmp_path)
+    assert cli.main(["translate", *model_args(models, drafter=True), "-i", str(src), "--workers", "1"]) == 0
+    one = capsys.readouterr().out.encode()
     two = run_cli(["translate", *model_args(models, drafter=True), "-i", str(src), "--workers", "2",
                    "--batch-size", "4", "--stats"], tmp_path)
-    assert one.returncode == 0 and two.returncode == 0, two.stderr.decode()
-    assert two.stdout == one.stdout and one.stdout.count(b"\n") == 50
+    assert two.returncode == 0, two.stderr.decode()
+    assert two.stdout == one and one.count(b"\n") == 50
     assert b"50 sentences in" in two.stderr
 
 
@@ -224,3 +226,26 @@ def test_subprocess_info_names_the_chosen_isa(tmp_path):
     assert done.returncode == 0
     assert re.search(rb"isa: detected \w+, chosen \w+", done.stdout)
     assert f"chosen {cpu_info()['isa']}".encode() in done.stdout
+
+
+def test_subprocess_output_appears_once_a_batch_is_done(models, translator, tmp_path):
+    """From a pipe, a batch's lines are written (and flushed) before more input arrives;
+    with --line-by-line (the default on a terminal) every line is."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), FASTDEC_THREADS="1")
+    for flags, per_round in ((["--batch-size", "2"], 2), (["--line-by-line"], 1)):
+        proc = subprocess.Popen([sys.executable, "-m", "pyfastdec.cli", "translate", *model_args(models), *flags],
+                                bufsize=0, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                cwd=tmp_path, env=env)
+        try:  # unbuffered pipes: readline takes one line, so select sees what is left
+            for r in range(2):
+                batch = TEXTS[r * per_round:(r + 1) * per_round]
+                proc.stdin.write("".join(t + "\n" for t in batch).encode())
+                proc.stdin.flush()
+                for text in batch:  # answered while stdin is still open
+                    assert select.select([proc.stdout], [], [], 60)[0], "no output before more input"
+                    assert proc.stdout.readline().decode() == expected(translator, [text])
+        finally:
+            proc.stdin.close()
+            proc.stdout.close()
+            proc.stderr.close()
+            proc.wait(timeout=60)
