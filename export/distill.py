@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,10 +36,10 @@ def load_teacher(path: Path):
     from .write import load_checkpoint_model
 
     model, ckpt = load_checkpoint_model(path)
-    spm_file = path.with_suffix(".spm.model")
-    if not spm_file.exists():
+    with tempfile.TemporaryDirectory() as tmp:  # the checkpoint carries the spm model's bytes
+        spm_file = Path(tmp) / "spm.model"
         spm_file.write_bytes(ckpt["spm"])
-    return model, load_vocab(spm_file)
+        return model, load_vocab(spm_file)
 
 
 def complete_lines(out: Path) -> int:
