@@ -258,9 +258,10 @@ def decode_line(raw: bytes, number: int) -> str:
     if raw.endswith(b"\r"):
         raw = raw[:-1]
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise CliError(f"line {number}: invalid UTF-8 at byte {err.start + 1} of the line", EXIT_BAD_INPUT) from None
+    return text[1:] if number == 1 and text.startswith("\ufeff") else text  # a byte-order mark is no text
 
 
 class InputLines:
@@ -471,7 +472,7 @@ def _results_in_workers(spec: ModelSpec, source: InputLines, options: DecodeOpti
     # does not hold the others' results back for long.
     shard = max(1, min(math.ceil(len(lines) / workers), options.batch_size * 8))
     jobs = [(lines[s:s + shard], options) for s in range(0, len(lines), shard)]
-    pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_worker_init, initargs=(spec,))
+    pool = multiprocessing.get_context("spawn").Pool(min(workers, len(jobs)), initializer=_worker_init, initargs=(spec,))
     try:
         for (block, _), result in zip(jobs, pool.imap(_worker_translate, jobs)):
             yield block, result
