@@ -7,9 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build=$(mktemp -d)
+# Under build/ (ignored by git), so the incremental build survives between runs.
+build=build/sanitize
+mkdir -p "$build"
 pkg=$(mktemp -d)
-trap 'rm -rf "$build" "$pkg"' EXIT
+trap 'rm -rf "$pkg"' EXIT
 
 cmake -S . -B "$build" -G Ninja -DFASTDEC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPython_EXECUTABLE="$(command -v python3)" \

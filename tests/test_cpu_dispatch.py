@@ -33,6 +33,10 @@ print(json.dumps({"info": info, "warnings": [str(w.message) for w in caught],
 def run_probe(isa):
     env = dict(os.environ)
     env.pop("FASTDEC_ISA", None)
+    # The child imports the same pyfastdec as this process (installed, or an in-place
+    # build found through PYTHONPATH), not the source folder of its working directory.
+    package_root = os.path.dirname(os.path.dirname(pyfastdec.__file__))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     if isa is not None:
         env["FASTDEC_ISA"] = isa
     # Run outside the repository: `python -c` puts the working directory first on
