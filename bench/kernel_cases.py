@@ -7,6 +7,7 @@ Every engine computes the same product, C[M,N] = A[M,K] · W[N,K]^T, on one thre
                  DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul (fp32 in, fp32 out)
   ort_matmulint  onnxruntime MatMulInteger alone on pre-quantised uint8 x int8 -> int32
                  (its bare kernel: less work than the others)
+  fastdec_fp32   pyfastdec.gemm_f32 (packed weights, AVX-512/AVX2 kernels)
   numpy_fp32     numpy matmul (OpenBLAS sgemm)
   torch_fp32     torch.nn.functional.linear
 """
@@ -49,6 +50,14 @@ def fastdec_int8(a, w):
     W = _engine.Int8Matrix(q, scale.astype(np.float32))
     out = np.empty((a.shape[0], w.shape[0]), np.float32)
     return lambda: _engine.gemm_i8(a, W, out=out)
+
+
+def fastdec_fp32(a, w):
+    from pyfastdec import _engine
+
+    W = _engine.Float32Matrix(w)
+    out = np.empty((a.shape[0], w.shape[0]), np.float32)
+    return lambda: _engine.gemm_f32(a, W, out=out)
 
 
 def numpy_fp32(a, w):
@@ -119,6 +128,7 @@ GEMM_ENGINES = {
     "fastdec_int8": fastdec_int8,
     "ort_int8": ort_int8,
     "ort_matmulint": ort_matmulint,
+    "fastdec_fp32": fastdec_fp32,
     "numpy_fp32": numpy_fp32,
     "torch_fp32": torch_fp32,
 }

@@ -75,7 +75,7 @@ def format_gemm_row(row):
     ours = row["fastdec_int8"]
     parts = [f"M={row['M']:3d} K={row['K']:4d} N={row['N']:4d}: int8 {ours['seconds'] * 1e6:8.1f} us "
              f"{ours['gops']:5.0f} GOP/s"]
-    for name in ("ort_int8", "ort_matmulint", "numpy_fp32", "torch_fp32"):
+    for name in ("ort_int8", "ort_matmulint", "fastdec_fp32", "numpy_fp32", "torch_fp32"):
         parts.append(f"{name} {row[name]['gops']:5.0f} ({row[name]['seconds'] / ours['seconds']:4.1f}x)")
     return " | ".join(parts)
 
@@ -85,12 +85,12 @@ def markdown(results) -> str:
     cpu = results["cpu"]
     lines = [f"CPU: {cpu['brand']}, kernels: {cpu['isa']}, 1 thread; numpy BLAS: "
              f"{', '.join(str(b.get('internal_api')) + ' ' + str(b.get('version')) for b in results['numpy_blas'])}",
-             "", "| M | K | N | fastdec int8 | us | ort int8 (dyn. quant graph) | ort MatMulInteger | numpy fp32 | torch fp32 |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "", "| M | K | N | fastdec int8 | us | ort int8 (dyn. quant graph) | ort MatMulInteger | fastdec fp32 | numpy fp32 | torch fp32 |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in results["gemm"]:
         ours = row["fastdec_int8"]
         cells = [f"{row[n]['gops']:.0f} ({row[n]['seconds'] / ours['seconds']:.1f}x)"
-                 for n in ("ort_int8", "ort_matmulint", "numpy_fp32", "torch_fp32")]
+                 for n in ("ort_int8", "ort_matmulint", "fastdec_fp32", "numpy_fp32", "torch_fp32")]
         lines.append(f"| {row['M']} | {row['K']} | {row['N']} | {ours['gops']:.0f} | {ours['seconds'] * 1e6:.1f} | "
                      + " | ".join(cells) + " |")
     lines += ["", "GOP/s; in brackets: how many times longer the peer takes than fastdec int8.", "",
