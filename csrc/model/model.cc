@@ -371,7 +371,7 @@ void Model::draft(const Memory& memory, const std::vector<std::vector<int32_t>>&
 // ---------------------------------------------------------------- output layer
 void Model::output_stats(const float* h, int T, const std::vector<const MemoryRow*>& memory_of,
                          const StepRequest& request, const StepOutputs& outputs) {
-  const int V = cfg_.vocab_size, d = cfg_.d_model;
+  const int V = cfg_.vocab_size;
   const float ninf = -std::numeric_limits<float>::infinity();
   // Column lists: a row's own shortlist, or the full vocabulary.
   std::vector<int64_t> offsets(static_cast<size_t>(T) + 1, 0);
@@ -409,7 +409,6 @@ void Model::output_stats(const float* h, int T, const std::vector<const MemoryRo
         for (size_t i = 0; i < s.size(); ++i) dst[i] = src[s[i]];
     }
   }
-  (void)d;
   const int k = std::max(request.topk, 1);
   parallel_rows(&pool_, T, [&](int t) {
     const float* row = logits_.data() + offsets[t];
