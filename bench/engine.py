@@ -12,7 +12,9 @@ points, and the issue asks for the same output lengths). Engines:
 Batch 1: milliseconds per sentence (encode + 20 steps), median and p90 over the
 sentences. Batch 32: sentences per second over all sentences. Threads 1 and 2; for
 CTranslate2 at batch 32 also two single-thread workers (inter_threads=2), its best
-2-core setting. CTranslate2 runs with CT2_FORCE_CPU_ISA as given (--ct2-isa).
+2-core setting. CTranslate2 runs with CT2_FORCE_CPU_ISA as given (--ct2-isa). Every
+measurement runs in its own process, so no engine shares threads with another or with
+torch (which builds the models).
 """
 from __future__ import annotations
 
@@ -182,6 +184,36 @@ def markdown(report) -> str:
     return "\n".join(lines) + "\n"
 
 
+def measure(spec: dict) -> dict:
+    """One measurement, run in a fresh process (see run_isolated)."""
+    sources = spec["sources"]
+    if spec["engine"] == "fastdec":
+        return time_fastdec(Path(spec["path"]), sources, spec["threads"], spec["batch_size"])
+    if spec["engine"] == "fastdec-workers":
+        return time_fastdec_workers(Path(spec["path"]), sources, spec["workers"], spec["batch_size"])
+    return time_ct2(Path(spec["path"]), sources, spec["pieces"], spec["compute_type"], spec["intra"],
+                    spec["inter"], spec["batch_size"])
+
+
+def run_isolated(spec: dict) -> dict:
+    """Each engine in its own process: CTranslate2's OpenMP threads and torch's (which
+    built the models) must not share a process, nor engines each other's thread pools
+    (measured: CTranslate2 intra_threads=2 took 75 ms/sentence beside torch, 17 alone)."""
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(spec, f)
+    env = dict(os.environ, OMP_NUM_THREADS=str(spec.get("intra", spec.get("threads", 1))))
+    done = subprocess.run([sys.executable, "-m", "bench.engine", "--measure", f.name], env=env,
+                          capture_output=True, text=True, check=False)
+    os.unlink(f.name)
+    if done.returncode != 0:
+        raise RuntimeError(f"measurement {spec['engine']} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sentences", type=int, default=256)
@@ -189,15 +221,17 @@ def main(argv=None):
     parser.add_argument("--ct2-isa", default="AVX512", help="CT2_FORCE_CPU_ISA for CTranslate2 ('' = its default)")
     parser.add_argument("--out", help="write every figure as JSON here")
     parser.add_argument("--markdown", help="write the table as markdown here")
+    parser.add_argument("--measure", help=argparse.SUPPRESS)  # internal: one measurement spec (JSON file)
     args = parser.parse_args(argv)
+    if args.measure:
+        print(json.dumps(measure(json.loads(Path(args.measure).read_text()))))
+        return None
     if args.ct2_isa:
-        os.environ["CT2_FORCE_CPU_ISA"] = args.ct2_isa
+        os.environ["CT2_FORCE_CPU_ISA"] = args.ct2_isa  # inherited by the measuring processes
     import ctranslate2
 
     import pyfastdec
-    from threadpoolctl import threadpool_limits
 
-    threadpool_limits(1)
     paths = build_models(Path(args.work))
     sources = load_sources(Path(args.work) / "spm.model", args.sentences)
     import sentencepiece as spm
@@ -218,18 +252,21 @@ def main(argv=None):
 
     for threads in (1, 2):
         for batch_size in (1, 32):
+            common = {"sources": sources, "batch_size": batch_size}
             for name in ("attn-int8", "ssru-int8", "attn-fp32"):
-                record(f"fastdec {name}", f"threads={threads}", threads,
-                       time_fastdec(paths[name], sources, threads, batch_size))
+                spec = {"engine": "fastdec", "path": str(paths[name]), "threads": threads, **common}
+                record(f"fastdec {name}", f"threads={threads}", threads, run_isolated(spec))
             for quant in ("int8", "float32"):
-                record(f"ct2 {quant}", f"intra={threads}", threads,
-                       time_ct2(paths[f"ct2-{quant}"], sources, pieces, quant, threads, 1, batch_size))
+                spec = {"engine": "ct2", "path": str(paths[f"ct2-{quant}"]), "pieces": pieces,
+                        "compute_type": quant, "intra": threads, "inter": 1, **common}
+                record(f"ct2 {quant}", f"intra={threads}", threads, run_isolated(spec))
             if threads == 2 and batch_size == 32:
                 for name in ("attn-int8", "ssru-int8"):
-                    record(f"fastdec {name}", "2 workers x 1 thread", 2,
-                           time_fastdec_workers(paths[name], sources, 2, batch_size))
-                record("ct2 int8", "inter=2 intra=1", 2,
-                       time_ct2(paths["ct2-int8"], sources, pieces, "int8", 1, 2, batch_size))
+                    spec = {"engine": "fastdec-workers", "path": str(paths[name]), "workers": 2, **common}
+                    record(f"fastdec {name}", "2 workers x 1 thread", 2, run_isolated(spec))
+                spec = {"engine": "ct2", "path": str(paths["ct2-int8"]), "pieces": pieces,
+                        "compute_type": "int8", "intra": 1, "inter": 2, **common}
+                record("ct2 int8", "inter=2 intra=1", 2, run_isolated(spec))
     report = {"cpu": pyfastdec.cpu_info(), "ct2_version": ctranslate2.__version__,
               "ct2_isa": os.environ.get("CT2_FORCE_CPU_ISA", "default"), "output_tokens": OUTPUT_TOKENS,
               "rows": rows}
