@@ -5,7 +5,6 @@ Outputs are checked against the Python API on the same model."""
 from __future__ import annotations
 
 import io
-import os
 import re
 import select
 import subprocess
@@ -14,16 +13,12 @@ from pathlib import Path
 
 import pytest
 
-import pyfastdec
-
 pytest.importorskip("torch", reason="the tiny models need the 'test' extra (torch)")
 
 from test_api import SHORT_SOURCE, models, sentences, translator  # noqa: E402,F401  (fixtures)
+from child_python import child_env  # noqa: E402
 from pyfastdec import cli, cpu_info  # noqa: E402
 
-# Subprocesses import the same pyfastdec as this process: the installed package (with
-# its compiled engine) or an in-place build, never the bare source folder.
-PACKAGE_ROOT = str(Path(pyfastdec.__file__).resolve().parents[1])
 TEXTS = sentences(6, seed=21)
 LINES = [TEXTS[0], "", TEXTS[1], TEXTS[2], "", "", TEXTS[3], TEXTS[4], TEXTS[5]]  # empty lines inside
 
@@ -47,7 +42,7 @@ def fake_stdin(monkeypatch, data: bytes) -> None:
 
 
 def run_cli(args: list[str], tmp_path: Path, stdin: bytes = b"", **kw) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT, FASTDEC_THREADS="1")
+    env = child_env(FASTDEC_THREADS="1")
     return subprocess.run([sys.executable, "-m", "pyfastdec.cli", *args], input=stdin, capture_output=True,
                           cwd=tmp_path, env=env, timeout=120, **kw)
 
@@ -211,7 +206,7 @@ def test_subprocess_workers_give_the_same_output(models, tmp_path, capsys):
 
 def test_subprocess_broken_pipe_exits_quietly(models, tmp_path):
     src = write_lines(tmp_path / "big.txt", sentences(3000, seed=25))
-    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT, FASTDEC_THREADS="1")
+    env = child_env(FASTDEC_THREADS="1")
     with open(src, "rb") as stdin:
         proc = subprocess.Popen([sys.executable, "-m", "pyfastdec.cli", "translate", *model_args(models),
                                  "--batch-size", "8"], stdin=stdin, stdout=subprocess.PIPE,
@@ -235,7 +230,7 @@ def test_subprocess_info_names_the_chosen_isa(tmp_path):
 def test_subprocess_output_appears_once_a_batch_is_done(models, translator, tmp_path):
     """From a pipe, a batch's lines are written (and flushed) before more input arrives;
     with --line-by-line (the default on a terminal) every line is."""
-    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT, FASTDEC_THREADS="1")
+    env = child_env(FASTDEC_THREADS="1")
     for flags, per_round in ((["--batch-size", "2"], 2), (["--line-by-line"], 1)):
         proc = subprocess.Popen([sys.executable, "-m", "pyfastdec.cli", "translate", *model_args(models), *flags],
                                 bufsize=0, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -3,11 +3,11 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
 import pyfastdec
+from child_python import NEUTRAL_CWD, child_env
 from kernel_reference import available_isas
 
 PROBE = r"""
@@ -31,18 +31,12 @@ print(json.dumps({"info": info, "warnings": [str(w.message) for w in caught],
 
 
 def run_probe(isa):
-    env = dict(os.environ)
+    env = child_env()
     env.pop("FASTDEC_ISA", None)
-    # The child imports the same pyfastdec as this process (installed, or an in-place
-    # build found through PYTHONPATH), not the source folder of its working directory.
-    package_root = os.path.dirname(os.path.dirname(pyfastdec.__file__))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     if isa is not None:
         env["FASTDEC_ISA"] = isa
-    # Run outside the repository: `python -c` puts the working directory first on
-    # sys.path, and the source folder pyfastdec/ has no compiled extension.
     return subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True,
-                          cwd=tempfile.gettempdir(), check=False)
+                          cwd=NEUTRAL_CWD, check=False)
 
 
 def test_cpu_info_reports_detection_and_kernels():

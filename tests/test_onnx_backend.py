@@ -19,6 +19,8 @@ import sys
 import numpy as np
 import pytest
 
+from child_python import NEUTRAL_CWD, child_env
+
 pytest.importorskip("onnxruntime", reason="the onnx backend needs the 'bench' extra (onnxruntime)")
 pytest.importorskip("onnx", reason="the onnx export needs the 'bench' extra (onnx)")
 torch = pytest.importorskip("torch", reason="the reference models need the 'test' extra (torch)")
@@ -209,7 +211,7 @@ def test_drafters_are_refused(spm, tmp_path):
 def test_backend_imports_neither_torch_nor_onnxruntime_up_front():
     code = ("import sys, pyfastdec.backends.onnx; "
             "assert 'torch' not in sys.modules and 'onnxruntime' not in sys.modules, sorted(sys.modules)")
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, env=child_env(), cwd=NEUTRAL_CWD)
 
 
 def test_missing_onnxruntime_names_the_extra(monkeypatch, tmp_path):
