@@ -5,6 +5,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -42,12 +44,22 @@ ModelConfig parse_config(const py::dict& c) {
   return cfg;
 }
 
+// Memories and states remember the model that made them: another model's layer count
+// and widths differ, and passing one across models must be an error, not a bad read.
+// (An id, not the model's address: a later model may reuse a freed address.)
 struct PyMemory {
   Memory memory;
+  uint64_t owner = 0;
 };
 struct PyState {
   DecoderState state;
+  uint64_t owner = 0;
 };
+
+uint64_t next_model_id() {
+  static std::atomic<uint64_t> counter{0};
+  return ++counter;
+}
 
 class PyModel {
  public:
@@ -71,6 +83,12 @@ class PyModel {
   }
 
   const ModelConfig& cfg() const { return model_->config(); }
+
+  template <typename T>
+  void check_owner(const T& object, const char* what, const char* fn) const {
+    if (object.owner != id_)
+      throw py::value_error(std::string(fn) + ": this " + what + " was made by another model");
+  }
 
   std::vector<int32_t> checked_ids(const py::handle& seq, const char* what, size_t row) const {
     std::vector<int32_t> ids;
@@ -101,16 +119,21 @@ class PyModel {
       }
     }
     PyMemory m;
+    m.owner = id_;
     py::gil_scoped_release release;
     m.memory = model_->encode(src, lists);
     return m;
   }
 
-  PyState start(const PyMemory& memory) const { return PyState{model_->start(memory.memory)}; }
+  PyState start(const PyMemory& memory) const {
+    check_owner(memory, "memory", "start");
+    return PyState{model_->start(memory.memory), id_};
+  }
 
   py::dict step(PyState& st, const py::handle& tokens_obj, bool argmax, int topk, const py::object& ids_obj,
                 bool logprobs) {
     const char* fn = "step";
+    check_owner(st, "state", fn);
     auto tokens = checked_array<int64_t>(tokens_obj, {fn, "tokens"}, {2});
     const py::ssize_t R = static_cast<py::ssize_t>(st.state.rows.size());
     expect_dim(tokens, 0, R, {fn, "tokens"}, "one row per live row of the state");
@@ -172,6 +195,7 @@ class PyModel {
   }
 
   void truncate(PyState& st, const py::handle& lengths_obj) const {
+    check_owner(st, "state", "truncate");
     auto lengths = checked_array<int64_t>(lengths_obj, {"truncate", "lengths"}, {1});
     expect_dim(lengths, 0, static_cast<py::ssize_t>(st.state.rows.size()), {"truncate", "lengths"},
                "one length per live row");
@@ -200,19 +224,24 @@ class PyModel {
   }
 
   PyState select_state(const PyState& st, const py::handle& rows_obj) const {
+    check_owner(st, "state", "select");
     PyState out;
+    out.owner = st.owner;
     for (size_t r : checked_rows(rows_obj, st.state.rows.size(), "select")) out.state.rows.push_back(st.state.rows[r]);
     return out;
   }
 
   PyMemory select_memory(const PyMemory& m, const py::handle& rows_obj) const {
+    check_owner(m, "memory", "select");
     PyMemory out;
+    out.owner = m.owner;
     for (size_t r : checked_rows(rows_obj, m.memory.rows.size(), "select")) out.memory.rows.push_back(m.memory.rows[r]);
     return out;
   }
 
   py::tuple draft(const PyMemory& m, const py::list& prefixes, int k) {
     if (!cfg().is_drafter()) throw py::value_error("draft: this model is not a drafter (arch = '" + cfg().arch + "')");
+    check_owner(m, "memory", "draft");
     if (k < 1) throw py::value_error("draft: k must be >= 1");
     if (prefixes.size() != m.memory.rows.size())
       throw py::value_error("draft: need one prefix per memory row (" + std::to_string(m.memory.rows.size()) + ")");
@@ -234,6 +263,7 @@ class PyModel {
 
  private:
   std::unique_ptr<Model> model_;
+  const uint64_t id_ = next_model_id();
 };
 
 }  // namespace

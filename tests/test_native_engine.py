@@ -261,6 +261,25 @@ class TestBadInput:
         with pytest.raises(ValueError, match=r"one length per live row"):
             native.truncate(state, np.array([1]))
 
+    def test_states_and_memories_stay_with_their_model(self, pair, drafter_pair):
+        """Another model's layers differ: handing it a foreign memory or state must be a
+        clear error, never a read out of bounds."""
+        _, native, path = pair
+        _, drafter = drafter_pair
+        other = NativeBackend(path, threads=1)  # same weights, still another model
+        memory = native.encode([[5, 3]])
+        state = native.start(memory)
+        with pytest.raises(ValueError, match=r"start: this memory was made by another model"):
+            other.start(memory)
+        with pytest.raises(ValueError, match=r"step: this state was made by another model"):
+            other.step(state, np.array([[BOS]]), Want())
+        with pytest.raises(ValueError, match=r"truncate: this state was made by another model"):
+            other.truncate(state, np.array([0]))
+        with pytest.raises(ValueError, match=r"draft: this memory was made by another model"):
+            drafter.draft(memory, [[]], 2)
+        with pytest.raises(ValueError, match=r"select: this memory was made by another model"):
+            other.select(memory, np.array([0]))
+
     def test_drafter_and_verifier_calls_are_not_mixed(self, pair, drafter_pair):
         _, native, _ = pair
         _, drafter = drafter_pair
