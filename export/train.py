@@ -40,6 +40,7 @@ from .drafter_training import block_accuracy, block_loss
 from .modeling import ModelConfig, Seq2Seq, count_parameters
 from .recipes import get_recipe
 from .vocab import TOKENS, load_vocab, train_vocab
+from .warm_start import init_from_teacher
 
 
 def log(msg: str) -> None:
@@ -134,6 +135,8 @@ def main(argv=None) -> None:
     ap.add_argument("--log-every", type=int, default=20)
     ap.add_argument("--train-tgt", type=Path, help="training targets replacing the corpus ones (e.g. distilled), "
                     "line-aligned with the training sources")
+    ap.add_argument("--init", type=Path, help="teacher checkpoint to start from (export/warm_start.py): its "
+                    "sentencepiece model, embeddings, encoder and spread decoder layers; only on a fresh --out")
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -154,6 +157,10 @@ def main(argv=None) -> None:
         train_pairs = load_pairs("train", recipe["src"], recipe["tgt"], recipe["corpus"])
     val_pairs = load_pairs("val", recipe["src"], recipe["tgt"], recipe["corpus"])
     spm_path = out / "spm.model"
+    init_ckpt = torch.load(args.init, map_location="cpu", weights_only=False) if args.init else None
+    if init_ckpt is not None and not spm_path.exists():  # a warm start must share the teacher's pieces
+        spm_path.write_bytes(init_ckpt["spm"])
+        log(f"sentencepiece vocabulary from {args.init}")
     if not spm_path.exists():
         log(f"training joint sentencepiece vocabulary ({recipe['vocab_size']}) -> {spm_path}")
         train_vocab([s for s, _ in train_pairs] + [t for _, t in train_pairs], spm_path, recipe["vocab_size"])
@@ -186,6 +193,10 @@ def main(argv=None) -> None:
             epoch -= 1
         where = f"inside epoch {epoch + 1} after batch {skip_batches}" if skip_batches else f"after epoch {epoch}"
         log(f"resumed from {ckpts[-1].name} {where}: step {step}, {spent / 60:.1f} min spent")
+    elif init_ckpt is not None:
+        copied, kept = init_from_teacher(model, init_ckpt["model"])
+        log(f"initialised from {args.init}: {len(copied)} tensors copied, {len(kept)} kept random"
+            + (f" ({', '.join(kept[:6])}{' ...' if len(kept) > 6 else ''})" if kept else ""))
 
     batcher = BucketBatcher(train_ids, recipe["batch_tokens"], model.pad, model.bos, model.eos)
     log(f"{len(batcher.buckets)} length buckets; {len(batcher.epoch(0))} batches per epoch")
