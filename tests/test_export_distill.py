@@ -35,3 +35,14 @@ def test_distill_resumes_to_the_same_output(tmp_path, monkeypatch):
     assert once.read_text() == twice.read_text()
     lines = once.read_text().splitlines()
     assert len(lines) == 13 and all(l.strip() for l in lines)
+
+
+def test_native_engine_distils_like_the_torch_reference(tmp_path, monkeypatch):
+    make_corpus(tmp_path / "data", 13)
+    monkeypatch.setenv("FASTDEC_DATA", str(tmp_path / "data"))
+    write_model_dir(tiny_model(seed=4), tiny_spm(tmp_path / "spm.model"), tmp_path / "teacher")
+    common = ["--model", str(tmp_path / "teacher"), "--src", "en", "--tgt", "de", "--split", "val",
+              "--beam", "3", "--batch", "4", "--chunk", "5", "--threads", "1"]
+    main(common + ["--out", str(tmp_path / "native.de"), "--engine", "native"])
+    main(common + ["--out", str(tmp_path / "torch.de"), "--engine", "torch"])
+    assert (tmp_path / "native.de").read_text() == (tmp_path / "torch.de").read_text()
