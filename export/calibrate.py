@@ -4,6 +4,9 @@ For the input A of every quantized linear, run the float model teacher-forced ov
 calibration set in batches, record max|A| per batch, and store the multiplier
 127 / (mean + 1.1 * std) of those maxima: a little above the typical maximum, so most
 batches are not clipped while rare outliers do not waste the int8 range.
+
+A NAT drafter is run as GAD runs it: gold prefixes of length 0, k, 2k, ... followed by k
+mask tokens, so its decoder's scales come from the inputs it sees at inference.
 """
 from __future__ import annotations
 
@@ -29,14 +32,21 @@ def calibrate(model: Seq2Seq, pairs: list[tuple[list[int], list[int]]], batch_si
         return hook
 
     handles = [modules[n].register_forward_pre_hook(make_hook(n)) for n in names]
+    drafter = model.cfg.arch == "nat-drafter"
+    if drafter:  # one job per drafted block, as GAD asks for them
+        k = model.cfg.block_size
+        pairs = [(s, y[:m]) for s, t in pairs for y in [t + [model.eos]] for m in range(0, len(y), k)]
     try:
         order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]))  # little padding per batch
         for i in range(0, len(order), batch_size):
             chunk = [pairs[j] for j in order[i : i + batch_size]]
             src = pad_batch([s + [model.eos] for s, _ in chunk], model.pad)
-            tgt_in = pad_batch([[model.bos] + t for _, t in chunk], model.pad)
             current.clear()
-            model(src, tgt_in)
+            if drafter:
+                memory, keep = model.encode(src)
+                model.draft_logits(memory, keep, [prefix for _, prefix in chunk], k)
+            else:
+                model(src, pad_batch([[model.bos] + t for _, t in chunk], model.pad))
             for n in names:
                 if n in current:
                     maxima[n].append(current[n])

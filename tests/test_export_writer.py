@@ -130,3 +130,20 @@ def test_refuses_vocab_mismatch(spm, tmp_path):
     write_model_dir(tiny_model(vocab_size=48), spm, tmp_path / "m")
     with pytest.raises(ValueError, match=r"spm\.model: 40 pieces.*'vocab_size' is 48"):
         read_model_dir(tmp_path / "m")
+
+
+def test_drafter_calibration_sees_mask_tokens():
+    """A drafter's decoder reads prefix + k mask tokens; its scales must come from those
+    inputs. A mask embedding that is one large spike becomes, after the pre-norm layer
+    norm, a vector with one entry near sqrt(d_model): the decoder's first multiplier must
+    fall (teacher-forced calibration, which never feeds a mask token, would not change)."""
+    pairs = [(list(range(5, 12)), list(range(12, 22)))] * 6
+    drafter = tiny_model(seed=21, arch="nat-drafter")
+    before = calibrate(drafter, pairs)
+    with torch.no_grad():
+        drafter.embed.weight[drafter.mask_id] = 0.0
+        drafter.embed.weight[drafter.mask_id, 0] = 1000.0
+    after = calibrate(drafter, pairs)
+    first = "decoder.layers.0.self_attn.q"
+    assert after[first] < 0.8 * before[first]
+    assert after["encoder.layers.0.self_attn.q"] == pytest.approx(before["encoder.layers.0.self_attn.q"])
