@@ -1,0 +1,178 @@
+"""Build the trained models of models/ from the shared data: one command per model.
+
+    python -m export.build_models en-de            # teacher -> distillation -> SSRU student
+    python -m export.build_models en-de-attn en-de-drafter uk-gec
+    python -m export.build_models all --runs /work/runs --threads 2
+
+Each model is a chain of resumable stages; a stage whose output exists is skipped, a
+training stage left unfinished resumes from its checkpoint (export.train), so the same
+command can be run again after an interruption. Runs, checkpoints and distilled data go
+to --runs (outside the repository); only the final model directories go to --models.
+
+  teacher-en-de  train the teacher (recipe teacher-en-de), write runs/models/teacher-en-de
+  distill-en-de  beam-5 translations of the training sources by that teacher (native engine)
+  en-de          student-en-de-ssru from the teacher (--init), on the distilled targets;
+                 int8 (activation scales calibrated on val) + IBM-1 shortlist
+  en-de-attn     the same student with an attention decoder
+  en-de-drafter  the NAT block drafter, from the teacher, on the distilled targets; int8
+  uk-gec         the Ukrainian correction model (UA-GEC gec-only corpus, export.uagec); int8
+
+A model is written from whichever of the run's final checkpoints (averaged or best)
+scores higher on the validation set (results.json of export.train).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+
+from . import distill, shortlist, train, uagec, write
+from .data import corpus_path
+from .recipes import get_recipe
+
+REPO = Path(__file__).resolve().parents[1]
+# The recipe (export/recipes.py) each trained model comes from.
+RECIPE_OF = {"teacher-en-de": "teacher-en-de", "en-de": "student-en-de-ssru", "en-de-attn": "student-en-de-attn",
+             "en-de-drafter": "drafter-en-de", "uk-gec": "uk-gec"}
+# Training budgets in minutes per recipe (all runs of a stage together; 2 cores).
+MINUTES = {"teacher-en-de": 150, "student-en-de-ssru": 30, "student-en-de-attn": 30, "drafter-en-de": 30,
+           "uk-gec": 60}
+
+
+def log(msg: str) -> None:
+    print(time.strftime("%H:%M:%S"), "[build_models]", msg, flush=True)
+
+
+class Builder:
+    """recipes: model name -> recipe (RECIPE_OF); train_args: extra export.train arguments
+    (tests pass --max-steps)."""
+
+    def __init__(self, runs: Path, models: Path, threads: int, minutes: dict[str, float],
+                 recipes: dict[str, str] | None = None, train_args: tuple[str, ...] = ()):
+        self.runs, self.models, self.threads, self.minutes = runs, models, threads, minutes
+        self.recipes = dict(recipes or RECIPE_OF)
+        self.train_args = list(train_args)
+
+    # ------------------------------------------------------------------ stages
+    def train(self, name: str, *extra: str) -> Path:
+        """Train (or resume, or find finished) the run of model `name`; its chosen checkpoint."""
+        recipe = self.recipes[name]
+        out = self.runs / recipe
+        if not self._finished(out, recipe):
+            log(f"training {recipe} -> {out}")
+            train.main(["--recipe", recipe, "--out", str(out), "--minutes", str(self.minutes.get(recipe, 30)),
+                        "--threads", str(self.threads), *self.train_args, *extra])
+        return choose_checkpoint(out)
+
+    def _finished(self, out: Path, recipe: str) -> bool:
+        """results.json is written at the end of every run, so it alone does not mean the
+        budget is spent (a run may have been stopped early by an earlier, smaller budget)."""
+        if not (out / "results.json").exists():
+            return False
+        if self.train_args:  # an explicit step limit: one run is the whole job
+            return True
+        history = json.loads((out / "results.json").read_text()).get("history", [])
+        spent = history[-1]["minutes"] if history else 0.0
+        return spent >= self.minutes.get(recipe, 30) - 0.5
+
+    def teacher(self) -> tuple[Path, Path]:
+        """(checkpoint, float32 model directory) of the En-De teacher."""
+        ckpt = self.train("teacher-en-de")
+        model_dir = self.runs / "models" / "teacher-en-de"
+        if not (model_dir / "model.safetensors").exists():
+            write.main(["--ckpt", str(ckpt), "--out", str(model_dir)])
+        return ckpt, model_dir
+
+    def distilled(self) -> Path:
+        out = self.runs / "distill" / "train.de"
+        meta = out.with_name(out.name + ".json")
+        n_train = sum(1 for _ in corpus_lines("train", "en"))
+        if meta.exists() and json.loads(meta.read_text()).get("lines") == n_train:
+            return out
+        _, teacher_dir = self.teacher()
+        log(f"distilling the training sources with {teacher_dir} -> {out}")
+        distill.main(["--model", str(teacher_dir), "--src", "en", "--tgt", "de", "--split", "train",
+                      "--beam", "5", "--out", str(out), "--threads", str(self.threads)])
+        return out
+
+    def student(self, name: str) -> Path:
+        teacher_ckpt, _ = self.teacher()
+        targets = self.distilled()
+        ckpt = self.train(name, "--init", str(teacher_ckpt), "--train-tgt", str(targets))
+        out = self.write_int8(ckpt, name)
+        if name != "en-de-drafter":
+            log(f"shortlist for {name}")
+            shortlist.main(["--src", str(corpus_path("train", "en", "multi30k")), "--tgt", str(targets),
+                            "--spm", str(out / "spm.model"), "--out", str(out / "shortlist.bin")])
+        return out
+
+    def uk_gec(self) -> Path:
+        if not (uagec.corpus_dir() / "train.src.gz").exists():
+            log(f"extracting UA-GEC -> {uagec.corpus_dir()}")
+            uagec.main([])
+        return self.write_int8(self.train("uk-gec"), "uk-gec")
+
+    def write_int8(self, ckpt: Path, name: str) -> Path:
+        out = self.models / name
+        staging = out.with_name(out.name + ".tmp")
+        shutil.rmtree(staging, ignore_errors=True)
+        write.main(["--ckpt", str(ckpt), "--out", str(staging), "--int8", "--calib", "val",
+                    "--threads", str(self.threads)])
+        shutil.rmtree(out, ignore_errors=True)
+        staging.rename(out)  # a half-written directory never takes a model's name
+        return out
+
+    def build(self, name: str) -> Path:
+        if name == "teacher-en-de":
+            return self.teacher()[1]
+        if name == "distill-en-de":
+            return self.distilled()
+        if name == "uk-gec":
+            return self.uk_gec()
+        return self.student(name)
+
+
+def corpus_lines(split: str, lang: str):
+    import gzip
+
+    with gzip.open(corpus_path(split, lang, "multi30k"), "rt", encoding="utf-8") as f:
+        yield from f
+
+
+def choose_checkpoint(run: Path) -> Path:
+    """averaged.pt or best.pt of a finished run, whichever scored higher on val."""
+    results = json.loads((run / "results.json").read_text())
+    scored = [(results[name]["val"], run / f"{name}.pt") for name in ("averaged", "best") if name in results]
+    if not scored:
+        raise FileNotFoundError(f"{run / 'results.json'}: no scored checkpoint (averaged or best)")
+    value, path = max(scored)
+    log(f"{run.name}: {path.name} (val {value:.2f}; " + ", ".join(f"{p.stem} {v:.2f}" for v, p in scored) + ")")
+    return path
+
+
+NAMES = ["teacher-en-de", "distill-en-de", "en-de", "en-de-attn", "en-de-drafter", "uk-gec"]
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="+", choices=NAMES + ["all"])
+    ap.add_argument("--runs", type=Path, default=Path("/work/runs"), help="training runs and intermediate data")
+    ap.add_argument("--models", type=Path, default=REPO / "models", help="where model directories are written")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--minutes", action="append", default=[], metavar="RECIPE=MIN",
+                    help="override a training budget, e.g. --minutes uk-gec=30")
+    args = ap.parse_args(argv)
+    minutes = dict(MINUTES)
+    for item in args.minutes:
+        recipe, _, value = item.partition("=")
+        get_recipe(recipe)  # an unknown recipe is an error, not a silently ignored override
+        minutes[recipe] = float(value)
+    builder = Builder(args.runs, args.models, args.threads, minutes)
+    for name in (NAMES if "all" in args.names else args.names):
+        log(f"{name} -> {builder.build(name)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""export.build_models end to end on a synthetic corpus with tiny recipes: teacher,
+native-engine distillation, warm-started students and drafter, int8 + shortlist."""
+import json
+
+import torch
+
+from export.build_models import Builder, choose_checkpoint
+from pyfastdec.backends.native import NativeBackend
+from pyfastdec.decoding import gad, greedy
+
+from test_export_train import corpus  # noqa: F401  (fixture)
+
+torch.set_num_threads(1)
+
+TINY = {"teacher-en-de": "test-tiny", "en-de": "test-tiny-ssru", "en-de-attn": "test-tiny",
+        "en-de-drafter": "test-tiny-drafter"}
+
+
+def test_builds_the_en_de_family(corpus, tmp_path):  # noqa: F811
+    runs, models = tmp_path / "runs", tmp_path / "models"
+    builder = Builder(runs, models, threads=1, minutes={}, recipes=TINY, train_args=("--max-steps", "4"))
+    student = builder.build("en-de")
+    drafter = builder.build("en-de-drafter")
+    n_train = len((runs / "distill" / "train.de").read_text().splitlines())
+    assert n_train == 80  # one distilled line per training source
+    for path in (student, drafter):
+        config = json.loads((path / "config.json").read_text())
+        assert config["quantization"]["weights"] == "int8"
+        assert (path / "spm.model").read_bytes() == (runs / "test-tiny" / "spm.model").read_bytes()
+    assert (student / "shortlist.bin").exists() and not (drafter / "shortlist.bin").exists()
+    assert not list(models.glob("*.tmp"))
+    # the built pair works together: GAD gives the student's greedy output
+    verifier, draft = NativeBackend(student, threads=1), NativeBackend(drafter, threads=1)
+    src = [[5, 6, 7, 8, 3], [9, 10, 3]]
+    assert gad(verifier, draft, src)[0] == greedy(verifier, src)[0]
+    # a second call finds everything built and trains nothing more
+    steps = json.loads((runs / "test-tiny-ssru" / "results.json").read_text())["steps"]
+    builder.build("en-de")
+    assert json.loads((runs / "test-tiny-ssru" / "results.json").read_text())["steps"] == steps
+
+
+def test_choose_checkpoint_takes_the_better_validation_score(tmp_path):
+    (tmp_path / "results.json").write_text(json.dumps({"averaged": {"val": 30.5}, "best": {"val": 31.0}}))
+    assert choose_checkpoint(tmp_path) == tmp_path / "best.pt"
+    (tmp_path / "results.json").write_text(json.dumps({"averaged": {"val": 32.0}, "best": {"val": 31.0}}))
+    assert choose_checkpoint(tmp_path) == tmp_path / "averaged.pt"
