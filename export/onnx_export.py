@@ -31,10 +31,16 @@ decoder.onnx (one causal pass over n new tokens per row, rows at their own offse
        past_cell_{i}                 f32 [B,d]          (SSRU only: c before the new tokens,
                                                          zeros before BOS)
   out  logprobs   f32 [B,n,V]      log-softmax over the vocabulary
-       new_key_{i}, new_value_{i}    f32 [B,h_i,n,hd]   (attention) K/V of the new tokens
-       new_cell_{i}                  f32 [B,n,d]        (SSRU) c after each new token
-  The decoder returns only the NEW K/V (or cells); the caller keeps them per position, so
-  truncation is exact (drop positions) and rows may have different lengths.
+       present_key_{i}, present_value_{i}  f32 [B,h_i,P+n,hd]  (attention) the past K/V
+                                   with the new tokens' appended: the concatenation the
+                                   layer attends over anyway, returned so the caller can
+                                   feed it back as the next step's past without copying
+                                   it through numpy (onnxruntime IOBinding). Slots are
+                                   not positions: which slots a row may see is self_keep's
+                                   business, so truncation is exact by masking slots
+                                   (pyfastdec.backends.onnx keeps a slot -> position map).
+       new_cell_{i}                  f32 [B,n,d]        (SSRU) c after each new token; the
+                                   caller keeps them per position (truncation = drop).
 
 The graphs are traced with the TorchScript (dynamo=False) exporter from small wrapper
 modules that reuse export.modeling's layers and weights; only the SSRU scan is rewritten
@@ -71,6 +77,9 @@ from .writer import read_model_dir
 ENCODER_FILE, DECODER_FILE, INFO_FILE = "encoder.onnx", "decoder.onnx", "onnx_export.json"
 OPSET = 17  # LayerNormalization is a single op from opset 17
 MAX_IR_VERSION = 10  # onnxruntime 1.31 reads IR <= 13; 10 is safe for older peers too
+# 2: attention decoders return present_key/value (past + new) instead of new_key/value,
+# so the backend feeds them back through IOBinding. Readers refuse older graphs.
+GRAPH_VERSION = 2
 
 
 class EncoderGraph(nn.Module):
@@ -134,8 +143,8 @@ class DecoderGraph(nn.Module):
                     new.append(c)
                     return out
                 k, v = layer.self_attn.project_kv(h)
-                new.extend((k, v))
                 keys, values = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)
+                new.extend((keys, values))  # present K/V: fed back as the next past
                 return layer.self_attn.attend(h, keys, values, self_mask)
 
             x = Sublayer.run(x, layer.ln_self, self_fn, layer.pre, 0.0, False)
@@ -159,7 +168,7 @@ def layer_names(model: Seq2Seq):
             outs += [f"new_cell_{i}"]
         else:
             ins += c + [f"past_key_{i}", f"past_value_{i}"]
-            outs += [f"new_key_{i}", f"new_value_{i}"]
+            outs += [f"present_key_{i}", f"present_value_{i}"]
     return ins, outs, cross
 
 
@@ -212,7 +221,7 @@ def export_graphs(model: Seq2Seq, out_dir: Path) -> tuple[Path, Path]:
             axes[name] = kv_src if name.startswith("cross") else (
                 {0: "batch"} if name.startswith("past_cell") else {0: "batch", 2: "past_len"})
         for name in outs:
-            axes[name] = {0: "batch", 1: "n"} if name.startswith("new_cell") else {0: "batch", 2: "n"}
+            axes[name] = {0: "batch", 1: "n"} if name.startswith("new_cell") else {0: "batch", 2: "past_plus_n"}
         torch.onnx.export(
             DecoderGraph(model), (tokens, positions, self_keep, keep, *example), str(dec_path), dynamo=False,
             opset_version=OPSET, input_names=["tokens", "positions", "self_keep", "src_keep"] + ins,
@@ -257,7 +266,7 @@ def export_model_dir(model_dir: str | Path, out_dir: str | Path, int8: bool = Fa
     shutil.copyfile(spm_file, out_dir / "spm.model")
     info = {"weights": "onnxruntime_dynamic_qint8" if int8 else "float32",
             "source_quantization": None if model.cfg.quantization is None else "int8 (dequantised for export)",
-            "opset": OPSET, "decoder_self": model.cfg.decoder_self}
+            "opset": OPSET, "decoder_self": model.cfg.decoder_self, "graph_version": GRAPH_VERSION}
     (out_dir / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
     return out_dir
 

@@ -128,6 +128,29 @@ def test_truncate_to_different_lengths_matches_torch(pair):
         onnx.truncate(onnx.start(onnx.encode(sources)), np.array([1, 0]))
 
 
+def test_many_rollbacks_compact_the_kv_slots(pair):
+    """GAD-like use: every step appends a 4-token draft and rolls 3 of them back. The
+    rolled-back slots stay in the bound K/V buffers (masked) until they outnumber the live
+    ones, then are compacted away; the log-probs follow torch throughout."""
+    ref, onnx = pair
+    sources = random_sources(2, seed=7)
+    states = {name: b.start(b.encode(sources)) for name, b in (("ref", ref), ("onnx", onnx))}
+    tokens = np.array([[BOS], [BOS]])
+    for it in range(12):
+        draft = np.concatenate([tokens, np.full((2, 3), 5 + it % 7)], axis=1)
+        got = {}
+        for name, b in (("ref", ref), ("onnx", onnx)):
+            got[name] = b.step(states[name], draft, Want(logprobs=True)).logprobs
+            b.truncate(states[name], states[name].lengths - np.array([3, 2 + it % 2]))  # rows differ
+        assert_logprobs_close(got["onnx"], got["ref"])
+        tokens = got["ref"][:, 0].argmax(-1)[:, None]
+    state = states["onnx"]
+    if not onnx.ssru:
+        assert state.alive.sum(1).tolist() == state.lengths.tolist()
+        assert state.alive.shape[1] < 12 * 4  # compacted at least once
+    np.testing.assert_array_equal(state.lengths, states["ref"].lengths)
+
+
 def test_rows_of_different_lengths_and_select(pair):
     """A batch whose rows hold different lengths and sources (padding in the encoder and
     in the KV buffers), reordered / duplicated by select() mid-way, decodes like torch."""
@@ -200,6 +223,25 @@ def test_int8_model_directory_is_dequantised_before_export(spm, tmp_path):
     want, _ = greedy_logprobs(TorchBackend.from_dir(path), sources, 6)
     got, _ = greedy_logprobs(onnx, sources, 6)
     assert_logprobs_close(got, want)
+
+
+def test_graphs_without_present_outputs_are_refused(spm, tmp_path):
+    """Attention decoders exported before graph version 2 returned only the new K/V; the
+    backend, which feeds present K/V back through IOBinding, names the fix."""
+    import onnx as onnx_lib
+
+    path = write_model_dir(tiny_model(seed=50), spm, tmp_path / "model")
+    out = export_model_dir(path, tmp_path / "onnx")
+    proto = onnx_lib.load(str(out / "decoder.onnx"))
+    renamed = lambda name: name.replace("present_", "new_")  # noqa: E731
+    for node in proto.graph.node:
+        node.output[:] = [renamed(o) for o in node.output]
+        node.input[:] = [renamed(i) for i in node.input]
+    for value in proto.graph.output:
+        value.name = renamed(value.name)
+    onnx_lib.save(proto, str(out / "decoder.onnx"))
+    with pytest.raises(ValueError, match="export again"):
+        OnnxBackend(out)
 
 
 def test_drafters_are_refused(spm, tmp_path):

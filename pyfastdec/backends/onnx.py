@@ -1,18 +1,26 @@
 """The onnxruntime backend: an ONNX export (export/onnx_export.py) behind the Backend protocol.
 
 Exists so speed is compared side by side with onnxruntime on the same weights; it is a
-peer, not pyfastdec's engine, so clarity and exactness beat speed here. The directory
-holds encoder.onnx, decoder.onnx, config.json and spm.model (graph contract: the
-docstring of export/onnx_export.py). onnxruntime is optional (the `bench` extra) and is
-imported only when a backend is built; torch is never imported.
+peer, not pyfastdec's engine, but a peer set up the way a careful user would set it up:
+tensors that live across steps stay onnxruntime OrtValues, handed from one run to the
+next through IOBinding, never copied through numpy. The directory holds encoder.onnx,
+decoder.onnx, config.json and spm.model (graph contract: the docstring of
+export/onnx_export.py). onnxruntime is optional (the `bench` extra) and is imported only
+when a backend is built; torch is never imported.
 
-State layout: per decoder layer, K and V of every position held, padded per batch as
-[rows, capacity, heads, head_dim] (SSRU: the cell c of every position, [rows, capacity, d]),
-plus lengths[rows] (BOS included). A step hands the graph the first max(lengths) slots
-and a mask hiding each row's slots >= lengths[b]; the graph returns only the new
-positions' K/V, which are written at each row's own offset. Truncation therefore just
-lowers lengths: stale slots are masked (attention) or never read (SSRU reads the cell at
-lengths[b]-1), so they leave no trace.
+State layout
+- Cross-attention K/V: the encoder's outputs, kept as OrtValues for the whole sentence.
+- Attention self K/V: per decoder layer the graph's present_key/value OrtValues
+  [rows, heads, slots, head_dim], fed back as the next step's past. A slot is not a
+  position: `slot_pos[b, j]` is the decoder position slot j holds for row b and
+  `alive[b, j]` whether row b may attend to it, so truncation only clears `alive` (the
+  rolled-back slots are masked by self_keep and leave no trace) and rows of different
+  lengths share one buffer. Dead slots cost compute, so the buffer is compacted (one
+  numpy gather) once they outnumber the live ones; greedy never creates any.
+- SSRU: the cell c of every position, [rows, capacity, d] in numpy (the graph needs only
+  the last one per row, a [rows, d] input, so there is nothing worth binding); truncation
+  lowers lengths and the next step reads the cell at lengths[b]-1.
+`lengths[rows]` counts held positions, BOS included, as in every backend.
 """
 from __future__ import annotations
 
@@ -39,7 +47,7 @@ def _import_onnxruntime():
 
 @dataclass
 class OnnxMemory:
-    cross: list[np.ndarray]  # per decoder layer: cross K, cross V, ... each [rows, h_i, S, hd]
+    cross: list  # per decoder layer: cross K, cross V OrtValues, each [rows, h_i, S, hd]
     src_keep: np.ndarray  # bool [rows, S]
 
 
@@ -47,8 +55,12 @@ class OnnxMemory:
 class OnnxState:
     memory: OnnxMemory
     lengths: np.ndarray  # int64 [rows], positions held, BOS included
-    # attention: per layer (K, V) [rows, cap, h_i, hd]; SSRU: per layer c [rows, cap, d]
-    caches: list[np.ndarray] = field(default_factory=list)
+    # attention: per layer K, V OrtValues [rows, h_i, slots, hd] and the slot bookkeeping
+    kv: list = field(default_factory=list)
+    alive: np.ndarray | None = None  # bool [rows, slots]
+    slot_pos: np.ndarray | None = None  # int64 [rows, slots]
+    # SSRU: per layer c [rows, capacity, d]
+    cells: list[np.ndarray] = field(default_factory=list)
 
 
 class OnnxBackend:
@@ -60,6 +72,7 @@ class OnnxBackend:
 
     def __init__(self, onnx_dir: str | os.PathLike, threads: int = 1):
         ort = _import_onnxruntime()
+        self._ort = ort
         onnx_dir = Path(onnx_dir)
         cfg_file = onnx_dir / CONFIG_FILE
         try:
@@ -92,9 +105,13 @@ class OnnxBackend:
             sessions.append(ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"]))
         self._encoder, self._decoder = sessions
         # The exporter drops graph inputs a model does not use (SSRU graphs have no
-        # self_keep), so feed exactly the inputs the session declares.
+        # self_keep), so bind exactly the inputs the session declares.
         self._decoder_inputs = {i.name for i in self._decoder.get_inputs()}
         self._decoder_outputs = [o.name for o in self._decoder.get_outputs()]
+        if not self.ssru and "present_key_0" not in self._decoder_outputs:
+            raise ValueError(f"{onnx_dir / DECODER_FILE}: no present_key_0 output (exported by an older "
+                             "pyfastdec); export again: python -m export.onnx_export MODEL_DIR OUT_DIR")
+        self._cross_outputs = [o.name for o in self._encoder.get_outputs() if o.name.startswith("cross_")]
 
     # ---- protocol
     def encode(self, src_ids: list[list[int]]) -> OnnxMemory:
@@ -108,13 +125,25 @@ class OnnxBackend:
         for i, s in enumerate(src_ids):
             ids[i, : len(s)] = np.asarray(s, dtype=np.int64)
         keep = ids != self.tokens["pad"]
-        outs = self._encoder.run(None, {"src_ids": ids, "src_keep": keep})
-        return OnnxMemory(cross=outs[1:], src_keep=keep)
+        binding = self._encoder.io_binding()
+        binding.bind_cpu_input("src_ids", ids)
+        binding.bind_cpu_input("src_keep", keep)
+        for name in self._cross_outputs:  # the encoder output itself is not needed
+            binding.bind_output(name, "cpu")
+        self._encoder.run_with_iobinding(binding)
+        return OnnxMemory(cross=list(binding.get_outputs()), src_keep=keep)
 
     def start(self, memory: OnnxMemory) -> OnnxState:
         rows = memory.src_keep.shape[0]
-        return OnnxState(memory, np.zeros(rows, dtype=np.int64), [self._empty_cache(rows, i, 0)
-                                                                    for i in range(self._per_layer_count())])
+        state = OnnxState(memory, np.zeros(rows, dtype=np.int64))
+        if self.ssru:
+            state.cells = [np.zeros((rows, 0, self.d_model), dtype=np.float32) for _ in self.heads]
+        else:
+            state.kv = [self._ortvalue(np.zeros((rows, self.heads[i // 2], 0, self.head_dim), dtype=np.float32))
+                        for i in range(2 * len(self.heads))]
+            state.alive = np.zeros((rows, 0), dtype=bool)
+            state.slot_pos = np.zeros((rows, 0), dtype=np.int64)
+        return state
 
     def step(self, state: OnnxState, tokens: np.ndarray, want: Want = Want()) -> StepOut:
         tokens = np.asarray(tokens)
@@ -122,42 +151,41 @@ class OnnxBackend:
         if tokens.ndim != 2 or tokens.shape[0] != rows:
             raise ValueError(f"step: tokens must be [rows={rows}, n], got shape {tokens.shape}")
         n = tokens.shape[1]
-        past = int(state.lengths.max()) if rows else 0
-        self._reserve(state, past + n)  # before reading: an SSRU row at length 0 reads slot 0
         offsets = state.lengths[:, None] + np.arange(n)  # absolute positions of the new tokens
-        feed = {"tokens": tokens.astype(np.int64), "positions": offsets.astype(np.int64),
-                "src_keep": state.memory.src_keep}
-        if "self_keep" in self._decoder_inputs:
-            past_keep = np.arange(past)[None, None, :] < state.lengths[:, None, None]  # [rows,1,P]
-            new_keep = np.tril(np.ones((n, n), dtype=bool))[None]  # causal among the new tokens
-            feed["self_keep"] = np.concatenate([np.broadcast_to(past_keep, (rows, n, past)),
-                                                np.broadcast_to(new_keep, (rows, n, n))], axis=2)
-        for i in range(len(self.heads)):
-            feed[f"cross_key_{i}"], feed[f"cross_value_{i}"] = state.memory.cross[2 * i], state.memory.cross[2 * i + 1]
-            if self.ssru:
-                cells = state.caches[i]
-                last = cells[np.arange(rows), np.maximum(state.lengths - 1, 0)]
-                feed[f"past_cell_{i}"] = np.where((state.lengths > 0)[:, None], last, 0.0).astype(np.float32)
-            else:
-                # [rows, P, h, hd] slots -> the graph's [rows, h, P, hd]
-                feed[f"past_key_{i}"] = np.ascontiguousarray(state.caches[2 * i][:, :past].transpose(0, 2, 1, 3))
-                feed[f"past_value_{i}"] = np.ascontiguousarray(state.caches[2 * i + 1][:, :past].transpose(0, 2, 1, 3))
-        outs = dict(zip(self._decoder_outputs, self._decoder.run(None, feed)))
-        row_idx = np.arange(rows)[:, None]
-        for i in range(len(self.heads)):
-            if self.ssru:
-                state.caches[i][row_idx, offsets] = outs[f"new_cell_{i}"]
-            else:  # new K/V [rows, h, n, hd] -> slots [rows, n, h, hd] at each row's offset
-                state.caches[2 * i][row_idx, offsets] = outs[f"new_key_{i}"].transpose(0, 2, 1, 3)
-                state.caches[2 * i + 1][row_idx, offsets] = outs[f"new_value_{i}"].transpose(0, 2, 1, 3)
+        binding = self._decoder.io_binding()
+        binding.bind_cpu_input("tokens", np.ascontiguousarray(tokens, dtype=np.int64))
+        binding.bind_cpu_input("positions", np.ascontiguousarray(offsets, dtype=np.int64))
+        binding.bind_cpu_input("src_keep", state.memory.src_keep)
+        for i, value in enumerate(state.memory.cross):
+            binding.bind_ortvalue_input(f"cross_{'key' if i % 2 == 0 else 'value'}_{i // 2}", value)
+        if self.ssru:
+            self._bind_cells(state, binding, n)
+        else:
+            self._bind_kv(state, binding, n)
+        for name in self._decoder_outputs:
+            binding.bind_output(name, "cpu")
+        self._decoder.run_with_iobinding(binding)
+        outs = dict(zip(self._decoder_outputs, binding.get_outputs()))
+        if self.ssru:
+            row_idx = np.arange(rows)[:, None]
+            for i in range(len(self.heads)):
+                state.cells[i][row_idx, offsets] = outs[f"new_cell_{i}"].numpy()
+        else:
+            state.kv = [outs[f"present_{'key' if i % 2 == 0 else 'value'}_{i // 2}"]
+                        for i in range(2 * len(self.heads))]
+            state.alive = np.concatenate([state.alive, np.ones((rows, n), dtype=bool)], axis=1)
+            state.slot_pos = np.concatenate([state.slot_pos, offsets], axis=1)
         state.lengths = state.lengths + n
-        return self._outputs(outs["logprobs"], want)
+        return self._outputs(outs["logprobs"].numpy(), want)
 
     def truncate(self, state: OnnxState, lengths: np.ndarray) -> OnnxState:
         lengths = np.asarray(lengths, dtype=np.int64)
         if lengths.shape != state.lengths.shape or (lengths > state.lengths).any() or (lengths < 0).any():
             raise ValueError(f"truncate: lengths {lengths.tolist()} outside 0..{state.lengths.tolist()}")
         state.lengths = lengths.copy()
+        if not self.ssru:
+            state.alive &= state.slot_pos < lengths[:, None]
+            self._maybe_compact(state)
         return state
 
     def select(self, state_or_memory, rows: np.ndarray):
@@ -167,34 +195,67 @@ class OnnxBackend:
         if isinstance(state_or_memory, OnnxState):
             s = state_or_memory
             # Fancy indexing copies, so duplicated rows (beam search) never share a cache.
-            return OnnxState(self._select_memory(s.memory, rows), s.lengths[rows].copy(),
-                             [c[rows] for c in s.caches])
+            out = OnnxState(self._select_memory(s.memory, rows), s.lengths[rows].copy())
+            if self.ssru:
+                out.cells = [c[rows] for c in s.cells]
+            else:
+                out.kv = [self._take_rows(v, rows) for v in s.kv]
+                out.alive, out.slot_pos = s.alive[rows], s.slot_pos[rows]
+            return out
         raise TypeError(f"select: expected OnnxState or OnnxMemory, got {type(state_or_memory).__name__}")
 
     def draft(self, memory, prefix, k=None):
         raise ValueError("draft: the onnx backend holds a 'transformer' model; drafters are not exported")
 
     # ---- helpers
-    @staticmethod
-    def _select_memory(memory: OnnxMemory, rows: np.ndarray) -> OnnxMemory:
-        return OnnxMemory([c[rows] for c in memory.cross], memory.src_keep[rows])
+    def _ortvalue(self, array: np.ndarray):
+        return self._ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array))
 
-    def _per_layer_count(self) -> int:
-        return len(self.heads) * (1 if self.ssru else 2)
+    def _take_rows(self, value, rows: np.ndarray):
+        return self._ortvalue(value.numpy()[rows])  # .numpy() is a view; indexing copies
 
-    def _empty_cache(self, rows: int, index: int, capacity: int) -> np.ndarray:
-        if self.ssru:
-            return np.zeros((rows, capacity, self.d_model), dtype=np.float32)
-        return np.zeros((rows, capacity, self.heads[index // 2], self.head_dim), dtype=np.float32)
+    def _select_memory(self, memory: OnnxMemory, rows: np.ndarray) -> OnnxMemory:
+        return OnnxMemory([self._take_rows(c, rows) for c in memory.cross], memory.src_keep[rows])
 
-    def _reserve(self, state: OnnxState, need: int):
-        cap = state.caches[0].shape[1] if state.caches else 0
+    def _bind_kv(self, state: OnnxState, binding, n: int):
+        rows = state.lengths.shape[0]
+        # Key j is visible to new token t: a live past slot, or a new token at or before t.
+        past_keep = np.broadcast_to(state.alive[:, None, :], (rows, n, state.alive.shape[1]))
+        new_keep = np.broadcast_to(np.tril(np.ones((n, n), dtype=bool))[None], (rows, n, n))
+        binding.bind_cpu_input("self_keep", np.ascontiguousarray(np.concatenate([past_keep, new_keep], axis=2)))
+        for i, value in enumerate(state.kv):
+            binding.bind_ortvalue_input(f"past_{'key' if i % 2 == 0 else 'value'}_{i // 2}", value)
+
+    def _maybe_compact(self, state: OnnxState):
+        """Drop dead slots once they outnumber the live ones: slot p of row b then holds
+        position p (dead padding beyond lengths[b]), one gather per K/V tensor."""
+        longest = int(state.lengths.max()) if state.lengths.size else 0
+        slots = state.alive.shape[1]
+        if slots - longest <= max(16, longest):
+            return
+        index = np.zeros((state.alive.shape[0], longest), dtype=np.int64)
+        b, j = np.nonzero(state.alive)  # live slots hold positions 0..lengths[b]-1 once each
+        index[b, state.slot_pos[b, j]] = j
+        state.kv = [self._ortvalue(np.take_along_axis(v.numpy(), index[:, None, :, None], axis=2))
+                    for v in state.kv]
+        state.slot_pos = np.broadcast_to(np.arange(longest), index.shape).copy()
+        state.alive = state.slot_pos < state.lengths[:, None]
+
+    def _bind_cells(self, state: OnnxState, binding, n: int):
+        rows = state.lengths.shape[0]
+        self._reserve_cells(state, int(state.lengths.max()) + n if rows else n)
+        for i, cells in enumerate(state.cells):
+            last = cells[np.arange(rows), np.maximum(state.lengths - 1, 0)]
+            binding.bind_cpu_input(f"past_cell_{i}", np.where((state.lengths > 0)[:, None], last, 0.0).astype(np.float32))
+
+    def _reserve_cells(self, state: OnnxState, need: int):
+        cap = state.cells[0].shape[1] if state.cells else 0
         if need <= cap:
             return
         grow = max(need, 2 * cap, 16) - cap  # amortised growth, like modeling.DecoderCache
         rows = state.lengths.shape[0]
-        state.caches = [np.concatenate([c, self._empty_cache(rows, i, grow)], axis=1)
-                        for i, c in enumerate(state.caches)]
+        state.cells = [np.concatenate([c, np.zeros((rows, grow, self.d_model), dtype=np.float32)], axis=1)
+                       for c in state.cells]
 
     @staticmethod
     def _outputs(logp: np.ndarray, want: Want) -> StepOut:
