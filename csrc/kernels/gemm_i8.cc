@@ -97,16 +97,8 @@ void gemm_i8_columns(const I8Matrix& w, const float* a, int M, size_t lda,
   args.cols = cols;
   args.offsets = offsets;
   args.c = c;
-  int threads = pool ? std::min(pool->size(), M) : 1;
-  if (threads == 1) {
-    kt.i8_gemm_columns(args, 0, M);
-    return;
-  }
-  pool->parallel_for(threads, [&](int t) {
-    int begin, end;
-    split_range(M, threads, t, &begin, &end);
-    kt.i8_gemm_columns(args, begin, end);
-  });
+  // Rows are independent (each has its own column list), so they split like any row loop.
+  parallel_rows(pool, M, [&](int r) { kt.i8_gemm_columns(args, r, r + 1); });
 }
 
 }  // namespace fastdec
