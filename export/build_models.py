@@ -14,7 +14,8 @@ to --runs (outside the repository); only the final model directories go to --mod
   en-de          student-en-de-ssru from the teacher (--init), on the distilled targets;
                  int8 (activation scales calibrated on val) + IBM-1 shortlist
   en-de-attn     the same student with an attention decoder
-  en-de-drafter  the NAT block drafter, from the teacher, on the distilled targets; int8
+  en-de-drafter  the NAT block drafter, from the teacher, on the distilled targets; int8;
+                 block size chosen on val with en-de as verifier (export/choose_block.py)
   uk-gec         the Ukrainian correction model (UA-GEC gec-only corpus, export.uagec); int8
 
 A model is written from whichever of the run's final checkpoints (averaged or best)
@@ -28,7 +29,7 @@ import shutil
 import time
 from pathlib import Path
 
-from . import distill, shortlist, train, uagec, write
+from . import choose_block, distill, shortlist, train, uagec, write
 from .data import corpus_path
 from .recipes import get_recipe
 
@@ -102,7 +103,16 @@ class Builder:
         targets = self.distilled()
         ckpt = self.train(name, "--init", str(teacher_ckpt), "--train-tgt", str(targets))
         out = self.write_int8(ckpt, name)
-        if name != "en-de-drafter":
+        if name == "en-de-drafter":
+            sizes = get_recipe(self.recipes[name]).get("block_sizes")
+            if sizes:  # for the default verifier, which must exist first
+                verifier = self.models / "en-de"
+                if not (verifier / "config.json").exists():
+                    self.build("en-de")
+                log(f"choosing the block size of {name} on val with {verifier}")
+                choose_block.main(["--verifier", str(verifier), "--drafter", str(out), "--sizes",
+                                   *map(str, sizes), "--threads", "1"])
+        else:
             log(f"shortlist for {name}")
             shortlist.main(["--src", str(corpus_path("train", "en", "multi30k")), "--tgt", str(targets),
                             "--spm", str(out / "spm.model"), "--out", str(out / "shortlist.bin")])

@@ -45,12 +45,15 @@ RECIPES: dict[str, dict] = {
     },
     # GAD block drafter (Xia et al. 2022): trained on distilled targets (--train-tgt) with
     # random-length gold prefixes; shallower than the verifier so drafting stays cheap.
-    # k = 8: Multi30k targets average ~16 pieces, so a block covers about half a sentence.
+    # Trained on blocks of 4..10 tokens (one size per batch), so one drafter serves every
+    # block size; build_models chooses the fastest on the validation set and writes it as
+    # block_size (8 until then: Multi30k targets average ~16 pieces).
     "drafter-en-de": {
         "src": "en", "tgt": "de", "corpus": "multi30k",
         "arch": "nat-drafter",
         "model": {"d_model": 256, "heads": 4, "ffn": 1024, "enc_layers": 4, "dec_layers": 2,
                   "norm": "pre", "decoder_self": "attention", "block_size": 8},
+        "block_sizes": [4, 6, 8, 10],
         "vocab_size": 8000,
         "dropout": 0.1, "attn_dropout": 0.1, "act_dropout": 0.1,
         "label_smoothing": 0.1,
@@ -123,7 +126,7 @@ RECIPES: dict[str, dict] = {
 _TEST = {"vocab_size": 40, "batch_tokens": 256, "warmup": 5, "max_len": 64,
          "keep_checkpoints": 2, "average_last": 2}
 RECIPES["test-tiny"] = dict(RECIPES["tiny-en-de"], **_TEST)
-RECIPES["test-tiny-drafter"] = dict(RECIPES["tiny-en-de"], **_TEST, arch="nat-drafter",
+RECIPES["test-tiny-drafter"] = dict(RECIPES["tiny-en-de"], **_TEST, arch="nat-drafter", block_sizes=[2, 3],
                                     model=dict(RECIPES["tiny-en-de"]["model"], block_size=3))
 RECIPES["test-tiny-ssru"] = dict(RECIPES["tiny-en-de"], **_TEST,
                                  model=dict(RECIPES["tiny-en-de"]["model"], decoder_self="ssru"))

@@ -176,7 +176,10 @@ def main(argv=None) -> None:
     opt = torch.optim.Adam(model.parameters(), lr=recipe["lr"], betas=tuple(recipe["betas"]), eps=recipe["eps"])
     log(f"model {recipe['arch']} params {count_parameters(model):,}; config {json.dumps(model.cfg.to_json())}")
     step, epoch, spent, best_bleu, history = 0, 0, 0.0, -1.0, []
-    block_gen = torch.Generator().manual_seed(args.seed)  # drafter prefix lengths
+    block_gen = torch.Generator().manual_seed(args.seed)  # drafter prefix lengths and block sizes
+    # A drafter trained on several block sizes drafts well at each, so its block size can
+    # be chosen after training, on validation data (export/choose_block.py).
+    block_sizes = recipe.get("block_sizes") or [model.cfg.block_size]
     skip_batches = 0  # batches of `epoch + 1` already trained (resuming a partial epoch)
     ckpts = epoch_checkpoints(out)
     if ckpts:
@@ -230,7 +233,8 @@ def main(argv=None) -> None:
                 g["lr"] = lr_at(step + 1, recipe)
             with autocast:
                 if model.cfg.arch == "nat-drafter":
-                    loss, n_tok = block_loss(model, b, model.cfg.block_size, recipe["label_smoothing"], block_gen)
+                    k = block_sizes[int(torch.randint(len(block_sizes), (1,), generator=block_gen))]
+                    loss, n_tok = block_loss(model, b, k, recipe["label_smoothing"], block_gen)
                 else:
                     logits = model(b.src, b.tgt_in)
                     loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), b.tgt_out.view(-1),

@@ -28,6 +28,7 @@ def test_builds_the_en_de_family(corpus, tmp_path):  # noqa: F811
         assert config["quantization"]["weights"] == "int8"
         assert (path / "spm.model").read_bytes() == (runs / "test-tiny" / "spm.model").read_bytes()
     assert (student / "shortlist.bin").exists() and not (drafter / "shortlist.bin").exists()
+    assert json.loads((drafter / "config.json").read_text())["block_size"] in (2, 3)  # chosen on val
     assert not list(models.glob("*.tmp"))
     # the built pair works together: GAD gives the student's greedy output
     verifier, draft = NativeBackend(student, threads=1), NativeBackend(drafter, threads=1)
