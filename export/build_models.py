@@ -14,8 +14,9 @@ to --runs (outside the repository); only the final model directories go to --mod
   en-de          student-en-de-ssru from the teacher (--init), on the distilled targets;
                  int8 (activation scales calibrated on val) + IBM-1 shortlist
   en-de-attn     the same student with an attention decoder
-  en-de-drafter  the NAT block drafter, from the teacher, on the distilled targets; int8;
-                 block size chosen on val with en-de as verifier (export/choose_block.py)
+  en-de-drafter  the NAT block drafter, from the teacher, on the distilled targets; int8,
+                 en-de's shortlist; block size chosen on val with en-de as verifier
+                 (export/choose_block.py)
   uk-gec         the Ukrainian correction model (UA-GEC gec-only corpus, export.uagec); int8
 
 A model is written from whichever of the run's final checkpoints (averaged or best)
@@ -104,11 +105,15 @@ class Builder:
         ckpt = self.train(name, "--init", str(teacher_ckpt), "--train-tgt", str(targets))
         out = self.write_int8(ckpt, name)
         if name == "en-de-drafter":
+            verifier = self.models / "en-de"
+            if not (verifier / "config.json").exists():
+                self.build("en-de")
+            # The drafter's output layer over k positions per iteration would cost as much
+            # as the verifier's step; the verifier's shortlist (same vocabulary, lists from
+            # the same source) cuts it, and GAD stays lossless whatever the drafts are.
+            shutil.copyfile(verifier / "shortlist.bin", out / "shortlist.bin")
             sizes = get_recipe(self.recipes[name]).get("block_sizes")
-            if sizes:  # for the default verifier, which must exist first
-                verifier = self.models / "en-de"
-                if not (verifier / "config.json").exists():
-                    self.build("en-de")
+            if sizes:
                 log(f"choosing the block size of {name} on val with {verifier}")
                 choose_block.main(["--verifier", str(verifier), "--drafter", str(out), "--sizes",
                                    *map(str, sizes), "--threads", "1"])
