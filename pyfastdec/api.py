@@ -25,6 +25,7 @@ import numpy as np
 from pyfastdec.backends.base import Backend, Want
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import DecodeStats, beam_search, gad, gad_plus, greedy, iad
+from pyfastdec.decoding.draft_length import AdaptiveDraftLength
 from pyfastdec.model_dir import ModelDir, ModelDirError
 from pyfastdec.runtime import default_threads
 from pyfastdec.text import Tokenizer, split_to_fit
@@ -45,9 +46,15 @@ class LongInputWarning(UserWarning):
 
 # ----------------------------------------------------------------------------- model paths
 def packaged_model_path(name: str) -> Path:
-    """Where the default model `name` lives inside the installed package. The one place
-    that knows the layout of shipped models."""
-    return Path(__file__).resolve().parent / "models" / name
+    """Where the default model `name` lives: inside the installed package (the wheel
+    build copies it there, see setup.py), or, in a source checkout used in place, in the
+    repository's models/ directory. The one place that knows the layout of shipped models."""
+    package = Path(__file__).resolve().parent
+    installed = package / "models" / name
+    checkout = package.parent / "models" / name
+    if not installed.is_dir() and (checkout / "config.json").is_file():
+        return checkout
+    return installed
 
 
 def resolve_model(model: str | os.PathLike | None, role: str) -> Path:
@@ -199,6 +206,7 @@ class Translator:
         if self.drafter_dir is not None:
             limits.append(self.drafter_dir.config.max_source_len)
         self.max_source_len = min(limits)  # ids per source, EOS included
+        self._draft_policy: AdaptiveDraftLength | None = None
 
     # ---- public
     def translate(self, texts: Sequence[str] | str, algo: str = "gad", beam_size: int = 1,
@@ -292,6 +300,16 @@ class Translator:
             per_input[i].append(h)
         return [self._join(chunks) for chunks in per_input], stats, splits
 
+    def _policy(self, block: int | None) -> AdaptiveDraftLength | None:
+        """No block given: the drafter drafts its block_size and a draft-length policy,
+        kept for this Translator's lifetime so it learns the costs once, decides how much
+        of it to verify (decoding/draft_length.py). A given block is used as is."""
+        if block is not None:
+            return None
+        if self._draft_policy is None:
+            self._draft_policy = AdaptiveDraftLength(self.drafter.block_size)
+        return self._draft_policy
+
     def _decode_batch(self, src, algo, beam_size, n_best, scores, block, beta, tau
                       ) -> tuple[list[list[_Hyp]], DecodeStats]:
         if algo == "beam":
@@ -304,9 +322,10 @@ class Translator:
         elif algo == "iad":
             outs, stats = iad(self.verifier, src)
         elif algo == "gad":
-            outs, stats = gad(self.verifier, self.drafter, src, k=block)
+            outs, stats = gad(self.verifier, self.drafter, src, k=block, policy=self._policy(block))
         else:
-            outs, stats = gad_plus(self.verifier, self.drafter, src, beta=beta, tau=tau, k=block)
+            outs, stats = gad_plus(self.verifier, self.drafter, src, beta=beta, tau=tau, k=block,
+                                   policy=self._policy(block))
         logps = forced_scores(self.verifier, src, outs, stats.hit_max_len) if scores else [0.0] * len(outs)
         return [[_Hyp([o], lp, len(o) + 1)] for o, lp in zip(outs, logps)], stats
 

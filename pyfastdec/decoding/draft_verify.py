@@ -11,6 +11,7 @@ source together) at EOS or at their length limit; outputs stay in input order.
 """
 from __future__ import annotations
 
+import time
 from typing import Callable, Protocol
 
 import numpy as np
@@ -31,6 +32,10 @@ class DraftSource(Protocol):
 
     def keep(self, rows: np.ndarray) -> None:
         """Only these live rows (indices into the current live rows, in order) remain."""
+
+    def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float) -> None:
+        """What the last verification did: tokens per row, draft tokens kept and drafted
+        per row, its wall time (for sources that adapt their drafts to costs)."""
 
 
 # An acceptance rule: (step output [rows, w], drafts [rows, w-1] padded, draft lengths [rows])
@@ -98,12 +103,15 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
         for r, d in enumerate(drafts):
             tokens[r, 1:1 + len(d)] = d
         with stats.timing("verifier"):
+            started = time.perf_counter()
             out = verifier.step(state, tokens, want)
+            step_seconds = time.perf_counter() - started
         stats.iterations += 1
         stats.row_steps += live.size
         stats.drafted += int(lengths.sum())
         j, nxt = accept(out, tokens[:, 1:], lengths)
         stats.accepted += int(j.sum())
+        source.verified(width, j, lengths, step_seconds)
 
         keep = []
         for r, i in enumerate(live):

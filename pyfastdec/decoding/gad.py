@@ -12,30 +12,49 @@ rejected position, or a bonus token when all k pass).
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from pyfastdec.backends.base import Backend, Want
 
+from .draft_length import AdaptiveDraftLength
 from .draft_verify import AcceptRule, accept_argmax, accept_topk, draft_and_verify
 from .result import DecodeStats
 
 
 class _DrafterDrafts:
-    """Drafts from a drafter backend; its memory follows the verifier's live rows."""
+    """Drafts from a drafter backend; its memory follows the verifier's live rows. With
+    a draft-length policy, each iteration verifies only as many drafted tokens as pay
+    for themselves (none: no drafter call)."""
 
-    def __init__(self, drafter: Backend, src_ids: list[list[int]], k: int, stats: DecodeStats):
-        self.drafter, self.k, self.stats = drafter, k, stats
+    def __init__(self, drafter: Backend, src_ids: list[list[int]], k: int, stats: DecodeStats,
+                 policy: AdaptiveDraftLength | None):
+        self.drafter, self.k, self.stats, self.policy = drafter, k, stats, policy
         with stats.timing("encoder"):
             self.memory = drafter.encode(src_ids)
 
     def propose(self, prefixes: list[list[int]]) -> list[list[int]]:
+        use = self.k
+        if self.policy is not None:
+            drafter_tokens = sum(1 + len(p) + self.k for p in prefixes)  # BOS, prefix, k masks
+            use = self.policy.choose(len(prefixes), drafter_tokens)
+            if use == 0:
+                return [[] for _ in prefixes]
         with self.stats.timing("drafter"):
+            started = time.perf_counter()
             ids = self.drafter.draft(self.memory, prefixes, self.k).ids
-        return [row.tolist() for row in np.asarray(ids)]
+            if self.policy is not None:
+                self.policy.drafted(drafter_tokens, time.perf_counter() - started)
+        return [row[:use].tolist() for row in np.asarray(ids)]
 
     def keep(self, rows: np.ndarray) -> None:
         with self.stats.timing("drafter"):
             self.memory = self.drafter.select(self.memory, rows)
+
+    def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float) -> None:
+        if self.policy is not None:
+            self.policy.verified(width, accepted, lengths, seconds)
 
 
 def _block_size(drafter: Backend, k: int | None) -> int:
@@ -47,28 +66,32 @@ def _block_size(drafter: Backend, k: int | None) -> int:
     return int(k)
 
 
-def _run(verifier, drafter, src_ids, k, accept: AcceptRule, want: Want, max_len):
+def _run(verifier, drafter, src_ids, k, accept: AcceptRule, want: Want, max_len, policy):
     stats = DecodeStats(sentences=len(src_ids))
     k = _block_size(drafter, k)
+    if policy is not None and policy.k_max != k:
+        raise ValueError(f"GAD: the draft-length policy is for blocks of {policy.k_max}, the drafter drafts {k}")
     if not src_ids:
         return [], stats
     with stats.total():
-        source = _DrafterDrafts(drafter, src_ids, k, stats)
+        source = _DrafterDrafts(drafter, src_ids, k, stats, policy)
         outs = draft_and_verify(verifier, src_ids, source, accept, want, max_len, stats)
     return outs, stats
 
 
 def gad(verifier: Backend, drafter: Backend, src_ids: list[list[int]], k: int | None = None,
-        max_len: int | None = None) -> tuple[list[list[int]], DecodeStats]:
+        max_len: int | None = None, policy: AdaptiveDraftLength | None = None
+        ) -> tuple[list[list[int]], DecodeStats]:
     """Vanilla GAD: outputs (ids without BOS/EOS, input order; equal to greedy's) and
     statistics. k: drafted tokens per iteration (default: the drafter's block_size);
-    max_len as in greedy."""
-    return _run(verifier, drafter, src_ids, k, accept_argmax, Want(argmax=True), max_len)
+    max_len as in greedy; policy: verify only as many drafted tokens per iteration as
+    measured costs favour (draft_length.py; keep one policy across calls so it learns)."""
+    return _run(verifier, drafter, src_ids, k, accept_argmax, Want(argmax=True), max_len, policy)
 
 
 def gad_plus(verifier: Backend, drafter: Backend, src_ids: list[list[int]], beta: int = 3,
-             tau: float = 1.0, k: int | None = None, max_len: int | None = None
-             ) -> tuple[list[list[int]], DecodeStats]:
+             tau: float = 1.0, k: int | None = None, max_len: int | None = None,
+             policy: AdaptiveDraftLength | None = None) -> tuple[list[list[int]], DecodeStats]:
     """GAD++ with top-beta / tau acceptance (defaults: the paper's quality setting);
     beta = 1, tau = 0 gives vanilla GAD's outputs. Other arguments as in gad."""
     if int(beta) < 1 or int(beta) > verifier.vocab_size:
@@ -76,4 +99,4 @@ def gad_plus(verifier: Backend, drafter: Backend, src_ids: list[list[int]], beta
     if not tau >= 0:
         raise ValueError(f"GAD++: tau must be >= 0, got {tau}")
     return _run(verifier, drafter, src_ids, k, accept_topk(float(tau)),
-                Want(argmax=False, topk=int(beta)), max_len)
+                Want(argmax=False, topk=int(beta)), max_len, policy)

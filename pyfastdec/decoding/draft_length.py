@@ -1,0 +1,108 @@
+"""How many drafted tokens GAD verifies per iteration, chosen from measured costs
+(lossless either way).
+
+A longer draft pays when a model call costs mostly a fixed overhead (batch 1: weights
+streamed once per call, Python, per-call work), and loses when the work grows with the
+tokens computed (a large batch, where the GEMMs are compute-bound): then every rejected
+draft token, and every drafter position, is work greedy decoding never does. So the
+draft length is a cost decision, not a constant. The drafter always drafts its full
+block (k_max tokens, the length it was trained and chosen for); per iteration the policy
+picks how many of them to verify, k from {0} + candidates, maximising
+
+    expected tokens per row (k) * rows / (drafter time + verifier time(k + 1))
+
+with k = 0 meaning "no drafter call, a plain greedy step". Both times are linear models,
+t = a + b * (token rows computed), fitted by least squares on the last `window` calls of
+each model; acceptance is the per-position rate at which a draft token is kept given
+that all before it were (counted over every verified row). The first calls explore
+(full length, then none, then half) so both fits see more than one load; the estimates
+persist for the policy's lifetime, so a Translator learns them once. Outputs never
+depend on the choice: GAD accepts only what greedy would produce.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+
+class _LinearCost:
+    """t = a + b * x by least squares over a sliding window, with a, b >= 0. Points at
+    one x only give b = 0 and a = their mean, right at that x (where the drafter, whose x
+    changes slowly, is asked); the verifier's fit sees several widths by exploration."""
+
+    def __init__(self, window: int):
+        self.points: deque[tuple[float, float]] = deque(maxlen=window)
+
+    def add(self, x: float, seconds: float) -> None:
+        self.points.append((float(x), float(seconds)))
+
+    def predict(self, x: float) -> float:
+        xs = np.array([p[0] for p in self.points])
+        ts = np.array([p[1] for p in self.points])
+        x_mean, t_mean = xs.mean(), ts.mean()
+        var = ((xs - x_mean) ** 2).sum()
+        b = max(float(((xs - x_mean) * (ts - t_mean)).sum() / var), 0.0) if var > 0 else 0.0
+        a = max(float(t_mean - b * x_mean), 0.0)
+        return a + b * x
+
+
+class AdaptiveDraftLength:
+    """Draft length per iteration for GAD; see the module docstring.
+
+    k_max: the longest draft (the drafter's block size); candidates: the lengths tried
+    besides 0 (default: 1, 2, 4, ... up to k_max, and k_max).
+    """
+
+    EXPLORE = 3  # calls of each kind before the fits are trusted
+
+    def __init__(self, k_max: int, candidates: list[int] | None = None, window: int = 64):
+        if k_max < 1:
+            raise ValueError(f"k_max must be >= 1, got {k_max}")
+        if candidates is None:
+            candidates = sorted({min(2 ** i, k_max) for i in range(k_max.bit_length() + 1)} | {k_max})
+        self.k_max, self.candidates = k_max, [k for k in candidates if 1 <= k <= k_max]
+        self.drafter_cost, self.verifier_cost = _LinearCost(window), _LinearCost(window)
+        self.reached = np.zeros(k_max, dtype=np.int64)   # rows whose position i was checked
+        self.kept = np.zeros(k_max, dtype=np.int64)      # ... and whose token i was accepted
+        self.calls = 0
+        self.chosen: list[int] = []  # every decision, for statistics and tests
+
+    # ---- decisions
+    def choose(self, rows: int, drafter_tokens: int) -> int:
+        """Draft tokens to verify this iteration (0: no drafter call). drafter_tokens:
+        what a drafter call would compute, summed over rows."""
+        if self.calls < self.EXPLORE or not self.drafter_cost.points:
+            k = (self.k_max, 0, max(1, self.k_max // 2))[self.calls % 3]
+        else:
+            k = max([0] + self.candidates, key=lambda k: self.rate(k, rows, drafter_tokens))
+        self.calls += 1
+        self.chosen.append(k)
+        return k
+
+    def expected_tokens(self, k: int) -> float:
+        """Tokens a row gains from verifying a k-token draft: the accepted draft plus the
+        verifier's own token."""
+        p = (self.kept + 1.0) / (self.reached + 2.0)  # Laplace prior: unseen positions count 1/2
+        return 1.0 + float(np.cumprod(p[:k]).sum())
+
+    def rate(self, k: int, rows: int, drafter_tokens: int) -> float:
+        """Expected output tokens per second when verifying k drafted tokens."""
+        seconds = self.verifier_cost.predict(rows * (k + 1))
+        if k > 0:
+            seconds += self.drafter_cost.predict(drafter_tokens)
+        return rows * self.expected_tokens(k) / max(seconds, 1e-9)
+
+    # ---- observations
+    def drafted(self, tokens: int, seconds: float) -> None:
+        self.drafter_cost.add(tokens, seconds)
+
+    def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float) -> None:
+        """width: tokens per row of the verifier step; accepted/lengths: per row, draft
+        tokens kept and drafted (rows whose draft was cut short count up to their length)."""
+        rows = len(accepted)
+        self.verifier_cost.add(rows * width, seconds)
+        for i in range(min(int(lengths.max(initial=0)), self.k_max)):
+            examined = (lengths > i) & (accepted >= i)  # position i+1 was checked
+            self.reached[i] += int(examined.sum())
+            self.kept[i] += int((examined & (accepted > i)).sum())
