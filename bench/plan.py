@@ -1,0 +1,213 @@
+"""What one bench.run measures: the jobs, each one measuring process (bench/child.py)
+running one system configuration over one or two workloads.
+
+Workloads: Multi30k at batch 1 (latency, over the first `latency_n` sentences) and batch
+32 (throughput, over `n`), and UA-GEC at batch 1 (`gec_n`), each with a thread budget.
+A workload id reads `<dataset>-b<batch>-t<threads>`.
+
+The matrix: every pyfastdec strategy x precision x shortlist, and every peer, at 1
+thread. With more threads only what the headline comparisons need (pyfastdec int8
+greedy / GAD / GAD++ and float32 greedy, int8 greedy and IAD on uk-gec, CTranslate2 and
+onnxruntime greedy), so a full run fits its 30 minutes on 2 cores; `every_config` runs
+the whole matrix at every thread count.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+LATENCY_BATCH, THROUGHPUT_BATCH = 1, 32
+CT2_ISAS = ("default", "AVX512")  # CTranslate2 picks AVX2 on AVX-512 machines unless forced
+
+
+@dataclass
+class Plan:
+    n: int  # Multi30k sentences at batch 32
+    latency_n: int  # Multi30k sentences at batch 1
+    gec_n: int  # UA-GEC sentences at batch 1
+    repeats: int
+    threads: list[int]
+    probe_n: int  # sentences per CTranslate2 settings probe
+    every_config: bool = False
+
+
+@dataclass
+class Job:
+    system: str  # pyfastdec | ct2 | onnx | torch
+    model: str  # en-de | en-de-attn | uk-gec
+    precision: str  # int8 | float32
+    strategy: str  # greedy | beam5 | gad | gad++ | iad
+    threads: int  # thread budget of the workloads this job serves
+    setting: str  # the engine settings, as the report shows them
+    dataset: str  # multi30k | uagec
+    serves: dict[str, list[str]]  # child workload name -> workload ids it is the row of
+    spec: dict  # for bench.child; run.py adds sources_file and repeats
+    env: dict = field(default_factory=dict)
+    shortlist: bool = False
+    probe: bool = False
+
+    @property
+    def id(self) -> str:
+        sl = "+shortlist" if self.shortlist else ""
+        return f"{self.system}/{self.model}/{self.precision}/{self.strategy}{sl}/{self.setting}"
+
+
+def workload_id(dataset: str, batch_size: int, threads: int) -> str:
+    return f"{dataset}-b{batch_size}-t{threads}"
+
+
+def _mt_workloads(plan: Plan, threads: int, batches=(LATENCY_BATCH, THROUGHPUT_BATCH)):
+    spec = [{"name": f"b{b}", "batch_size": b, "limit": plan.latency_n if b == LATENCY_BATCH else plan.n}
+            for b in batches]
+    serves = {f"b{b}": [workload_id("multi30k", b, threads)] for b in batches}
+    return spec, serves
+
+
+def _core(plan: Plan, threads: int, precision: str, strategy: str) -> bool:
+    """Whether a pyfastdec configuration runs at this thread count."""
+    if threads == 1 or plan.every_config:
+        return True
+    return (precision == "int8" and strategy in ("greedy", "gad", "gad++", "iad")) or \
+        (precision == "float32" and strategy == "greedy")
+
+
+def pyfastdec_jobs(plan: Plan, model: str, dirs: dict, shortlist: bool, drafter: str | None,
+                   strategies=("greedy", "beam5", "gad", "gad++")) -> list[Job]:
+    """dirs: precision -> model directory; drafter: its path (None: GAD not run)."""
+    jobs = []
+    for threads in plan.threads:
+        for precision, path in dirs.items():
+            for strategy in strategies:
+                if strategy in ("gad", "gad++") and drafter is None:
+                    continue
+                if not _core(plan, threads, precision, strategy):
+                    continue
+                for sl in ((False, True) if shortlist else (False,)):
+                    workloads, serves = _mt_workloads(plan, threads)
+                    spec = {"system": "pyfastdec", "path": str(path), "threads": threads, "shortlist": sl,
+                            "strategy": strategy, "drafter": drafter, "workloads": workloads}
+                    jobs.append(Job("pyfastdec", model, precision, strategy, threads, f"threads={threads}",
+                                    "multi30k", serves, spec, shortlist=sl))
+    return jobs
+
+
+def gec_jobs(plan: Plan, dirs: dict, shortlist: bool) -> list[Job]:
+    jobs = []
+    for threads in plan.threads:
+        for precision, path in dirs.items():
+            for strategy in ("greedy", "iad"):
+                if threads > 1 and precision != "int8" and not plan.every_config:
+                    continue
+                for sl in ((False, True) if shortlist else (False,)):
+                    spec = {"system": "pyfastdec", "path": str(path), "threads": threads, "shortlist": sl,
+                            "strategy": strategy, "drafter": None,
+                            "workloads": [{"name": "b1", "batch_size": 1, "limit": plan.gec_n}]}
+                    jobs.append(Job("pyfastdec", "uk-gec", precision, strategy, threads, f"threads={threads}",
+                                    "uagec", {"b1": [workload_id("uagec", 1, threads)]}, spec, shortlist=sl))
+    return jobs
+
+
+def peer_jobs(plan: Plan, system: str, dirs: dict, strategies=("greedy",)) -> list[Job]:
+    """onnxruntime (dirs: its exports) or torch (dirs: {"float32": model dir}); torch, the
+    slowest and a reference rather than a contender, beyond 1 thread only with every_config."""
+    jobs = []
+    for threads in plan.threads:
+        if system == "torch" and threads > 1 and not plan.every_config:
+            continue
+        for precision, path in dirs.items():
+            for strategy in strategies:
+                workloads, serves = _mt_workloads(plan, threads)
+                spec = {"system": system, "path": str(path), "threads": threads, "strategy": strategy,
+                        "workloads": workloads}
+                jobs.append(Job(system, "en-de-attn", precision, strategy, threads, f"threads={threads}",
+                                "multi30k", serves, spec, env={"OMP_NUM_THREADS": str(threads)}))
+    return jobs
+
+
+# ---------------------------------------------------------------- CTranslate2
+def _ct2_job(plan: Plan, dirs: dict, precision: str, strategy: str, isa: str, intra: int, inter: int,
+             threads: int, batches, probe: bool) -> Job:
+    limit = plan.probe_n if probe else None
+    workloads = [{"name": f"b{b}", "batch_size": b,
+                  "limit": limit or (plan.latency_n if b == LATENCY_BATCH else plan.n)} for b in batches]
+    spec = {"system": "ct2", "path": str(dirs[precision]), "compute_type": precision, "intra": intra,
+            "inter": inter, "strategy": strategy, "workloads": workloads}
+    env = {"OMP_NUM_THREADS": str(intra), "CT2_VERBOSE": "1"}  # the log names the ISA it selected
+    if isa != "default":
+        env["CT2_FORCE_CPU_ISA"] = isa
+    setting = f"intra={intra} inter={inter} isa={isa}"
+    return Job("ct2", "en-de-attn", precision, strategy, threads, setting, "multi30k",
+               {f"b{b}": [] for b in batches}, spec, env, probe=probe)
+
+
+def ct2_candidates(threads: int) -> dict[int, list[tuple[int, int]]]:
+    """Batch size -> the (intra, inter) settings CTranslate2 may use with this budget:
+    fewer threads than the budget are allowed (on 2 vCPUs intra_threads=2 measured 10x
+    slower than 1 at batch 1, bench/README.md); inter_threads splits a batch over workers."""
+    if threads == 1:
+        return {LATENCY_BATCH: [(1, 1)], THROUGHPUT_BATCH: [(1, 1)]}
+    return {LATENCY_BATCH: [(1, 1), (threads, 1)], THROUGHPUT_BATCH: [(threads, 1), (1, threads)]}
+
+
+def ct2_probe_jobs(plan: Plan, dirs: dict) -> list[Job]:
+    """Greedy on the first probe_n sentences for every candidate setting x ISA; one job
+    per (precision, ISA, intra, inter), serving every batch size that setting is a
+    candidate for."""
+    jobs = {}
+    for threads in plan.threads:
+        for batch, settings in ct2_candidates(threads).items():
+            for intra, inter in settings:
+                for precision in dirs:
+                    for isa in CT2_ISAS:
+                        key = (precision, isa, intra, inter)
+                        if key not in jobs:
+                            jobs[key] = _ct2_job(plan, dirs, precision, "greedy", isa, intra, inter,
+                                                 max(intra, inter), [], probe=True)
+                        job = jobs[key]
+                        if f"b{batch}" not in job.serves:
+                            job.serves[f"b{batch}"] = []
+                            job.spec["workloads"].append({"name": f"b{batch}", "batch_size": batch,
+                                                          "limit": plan.probe_n})
+                        job.serves[f"b{batch}"].append(workload_id("multi30k", batch, threads))
+    return list(jobs.values())
+
+
+def ct2_choose(probes: list[tuple[Job, dict]]) -> dict[tuple[str, str], dict]:
+    """(precision, workload id) -> the fastest probed setting: lowest ms p50 at batch 1,
+    most sentences/s at batch 32. probes: (job, child result) of the successful probes."""
+    best = {}
+    for job, result in probes:
+        for name, ids in job.serves.items():
+            figures = result["workloads"][name]["repeats"][0]
+            latency = name == f"b{LATENCY_BATCH}"
+            score = -figures["ms_p50"] if latency else figures["sentences_per_s"]
+            for wid in ids:
+                key = (job.precision, wid)
+                if key not in best or score > best[key]["score"]:
+                    best[key] = {"score": score, "isa": job.env.get("CT2_FORCE_CPU_ISA", "default"),
+                                 "intra": job.spec["intra"], "inter": job.spec["inter"], "batch": name}
+    return best
+
+
+def ct2_jobs(plan: Plan, dirs: dict, choices: dict, strategies=("greedy", "beam5")) -> list[Job]:
+    """The measured CTranslate2 rows, each workload with its chosen setting; beam search
+    uses the setting greedy chose. Workloads sharing a setting share a process, and a
+    setting chosen for two budgets (e.g. intra=1 at batch 1 with 1 and with 2 threads) is
+    measured once and reported for both."""
+    jobs = {}
+    for (precision, wid), choice in sorted(choices.items()):
+        threads = int(wid.rsplit("-t", 1)[1])
+        for strategy in strategies:
+            if strategy != "greedy" and threads > 1 and not plan.every_config:
+                continue
+            key = (precision, strategy, choice["isa"], choice["intra"], choice["inter"])
+            if key not in jobs:
+                jobs[key] = _ct2_job(plan, dirs, precision, strategy, choice["isa"], choice["intra"],
+                                     choice["inter"], threads, [], probe=False)
+            job = jobs[key]
+            batch = int(choice["batch"][1:])
+            if choice["batch"] not in job.serves:
+                job.serves[choice["batch"]] = []
+                job.spec["workloads"].append({"name": choice["batch"], "batch_size": batch,
+                                              "limit": plan.latency_n if batch == LATENCY_BATCH else plan.n})
+            job.serves[choice["batch"]].append(wid)
+    return list(jobs.values())

@@ -1,0 +1,317 @@
+"""pyfastdec against the engines users would pick instead, in one run: a JSON of every
+figure, a markdown report and plots (issue 6).
+
+    python -m bench.run [--quick] [--out DIR] [--limit N] [--threads 1,2]
+        [--en-de DIR] [--en-de-attn DIR] [--drafter DIR] [--uk-gec DIR]
+
+Systems: pyfastdec greedy, beam 5, GAD, GAD++ (beta 3, tau 1.0), int8 and float32, with and
+without the lexical shortlist, on --en-de (SSRU student) and --en-de-attn (attention
+student); IAD and greedy on --uk-gec; CTranslate2 int8 / float32 greedy and beam 5 on
+--en-de-attn converted with pyfastdec.convert, at its best probed settings per workload
+(CT2_FORCE_CPU_ISA, intra vs inter threads); onnxruntime greedy (float32 and dynamic
+int8) on the ONNX export of --en-de-attn; the PyTorch eager reference's greedy.
+Workloads and the matrix: bench/plan.py. Every measurement runs in its own process
+(bench/child.py). A missing model, data set or peer is reported as "not run: <reason>".
+
+Output in DIR (default bench/results/latest, not committed): results.json, report.md,
+quality_vs_latency.png, speedup_by_length.png, outputs.json.gz (every system's
+detokenized outputs).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import gzip
+import json
+import os
+import platform
+import re
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+from bench import data, models, plan as planning, plots, report, results
+from bench.isolate import MeasurementFailed, run_isolated
+from bench.quality import bleu_chrf
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = REPO_ROOT / "bench" / "results" / "latest"
+# Full: the whole test set at batch 32; batch 1 (a pass costs about 3x batch 32's) over
+# half of it and over 500 UA-GEC sentences, so the run fits 30 minutes on 2 cores.
+FULL = dict(n=1000, latency_n=500, gec_n=500, repeats=3, probe_n=96)
+QUICK = dict(n=200, latency_n=200, gec_n=200, repeats=1, probe_n=32)
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="200-sentence subsets, one timed pass (a few minutes)")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--limit", type=int, help="at most N sentences per workload (smoke runs)")
+    ap.add_argument("--repeats", type=int, help="timed passes per measurement (default 3, --quick 1)")
+    ap.add_argument("--threads", default="1,2", help="thread budgets to measure, comma-separated")
+    ap.add_argument("--every-config", action="store_true",
+                    help="the whole matrix at every thread count (default: beyond 1 thread only the "
+                         "configurations the headline comparisons need; bench/plan.py)")
+    ap.add_argument("--systems", default="pyfastdec,ct2,onnx,torch,gec",
+                    help="subset to run: pyfastdec (translation), ct2, onnx, torch, gec (IAD)")
+    ap.add_argument("--en-de", type=Path, default=REPO_ROOT / "models" / "en-de", help="SSRU student")
+    ap.add_argument("--en-de-attn", type=Path, default=REPO_ROOT / "models" / "en-de-attn",
+                    help="attention student (also the peers' model)")
+    ap.add_argument("--drafter", type=Path, default=REPO_ROOT / "models" / "en-de-drafter", help="GAD drafter")
+    ap.add_argument("--uk-gec", type=Path, default=REPO_ROOT / "models" / "uk-gec", help="correction model")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per measuring process")
+    return ap.parse_args(argv)
+
+
+def make_plan(args) -> planning.Plan:
+    sizes = dict(QUICK if args.quick else FULL)
+    if args.limit:
+        for k in ("n", "latency_n", "gec_n", "probe_n"):
+            sizes[k] = min(sizes[k], args.limit)
+    if args.repeats:
+        sizes["repeats"] = args.repeats
+    threads = sorted({int(t) for t in args.threads.split(",")})
+    return planning.Plan(threads=threads, every_config=args.every_config, **sizes)
+
+
+def environment() -> dict:
+    import pyfastdec
+
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    versions = {}
+    for dist in ("pyfastdec", "ctranslate2", "onnxruntime", "torch", "numpy", "sacrebleu", "sentencepiece"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = None
+    versions["pyfastdec"] = versions["pyfastdec"] or pyfastdec.__version__
+    info = pyfastdec.cpu_info()
+    return {"cpu_model": cpu, "cpus": os.cpu_count(), "pyfastdec_cpu_info": info, "pyfastdec_isa": info["isa"],
+            "python": platform.python_version(), "platform": platform.platform(), "versions": versions,
+            "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
+
+
+def ct2_log(stderr: str) -> dict:
+    """What CTranslate2 logged at load with CT2_VERBOSE=1: the ISA and compute type it used."""
+    out = {}
+    for key, pattern in (("selected_isa", r"Selected ISA: (\S+)"), ("compute_type", r"Selected compute type: (\S+)"),
+                         ("gemm_s8", r"GEMM_S8 backend: ([^\n]+)")):
+        m = re.search(pattern, stderr)
+        if m:
+            out[key] = m.group(1).strip()
+    return out
+
+
+class Runner:
+    """Runs jobs one after another and keeps what came back (or why not)."""
+
+    def __init__(self, plan, sources_files: dict, timeout: float):
+        self.plan, self.sources_files, self.timeout = plan, sources_files, timeout
+        self.rows, self.not_run, self.done = [], [], 0
+        self.start = time.perf_counter()
+
+    def skip(self, what: str, reason: str):
+        self.not_run.append({"what": what, "reason": reason})
+        print(f"  not run: {what}: {reason}", flush=True)
+
+    def run(self, job, total: int) -> dict | None:
+        spec = dict(job.spec, sources_file=str(self.sources_files[(job.model, job.dataset)]),
+                    repeats=1 if job.probe else self.plan.repeats)
+        env = {"OMP_NUM_THREADS": str(job.threads), **job.env}
+        self.done += 1
+        t = time.perf_counter()
+        try:
+            result, stderr = run_isolated("bench.child", spec, env, self.timeout)
+        except MeasurementFailed as err:
+            self.skip(job.id, f"failed: {err}")
+            return None
+        if job.system == "ct2":
+            result["ct2_log"] = ct2_log(stderr)
+        figures = []
+        for w in result["workloads"].values():
+            p = w["repeats"][0]
+            figures.append(f"b{w['batch_size']} " + (f"{p['ms_p50']:.2f} ms p50" if w["batch_size"] == 1
+                                                       else f"{p['sentences_per_s']:.1f} sent/s"))
+        print(f"[{self.done}/{total} {time.perf_counter() - self.start:5.0f}s] {job.id}: {time.perf_counter() - t:.1f}s, "
+              + ", ".join(figures) + (f", {result['ct2_log'].get('selected_isa')}" if job.system == "ct2" else ""),
+              flush=True)
+        if not job.probe:
+            self.rows += results.job_rows(job, result, result.get("ct2_log"))
+        return result
+
+
+def prepare_models(args, systems, skip) -> dict:
+    """role -> {"dirs": precision -> dir, "notes", "shortlist", "spm"} for the usable models."""
+    wanted = {"en-de": ("pyfastdec" in systems, None), "en-de-attn": (bool(systems & {"pyfastdec", "ct2", "onnx", "torch"}),
+                                                                       "attention"),
+              "uk-gec": ("gec" in systems, None)}
+    paths = {"en-de": args.en_de, "en-de-attn": args.en_de_attn, "uk-gec": args.uk_gec}
+    calibration = {"en-de": data.multi30k_val, "en-de-attn": data.multi30k_val, "uk-gec": data.uagec_val}
+    prepared = {}
+    for role, (needed, decoder_self) in wanted.items():
+        if not needed:
+            continue
+        reason = models.availability(paths[role], arch="transformer", decoder_self=decoder_self)
+        if reason:
+            skip(f"every system on {role}", reason)
+            continue
+        try:
+            dirs, notes = models.precisions(paths[role], calibration[role])
+        except Exception as err:  # noqa: BLE001 - a run reports, never crashes, over one model
+            skip(f"every system on {role}", f"preparing int8 / float32 failed: {err!r}")
+            continue
+        prepared[role] = {"dirs": {k: Path(v) for k, v in dirs.items()}, "notes": notes,
+                          "shortlist": (Path(paths[role]) / "shortlist.bin").is_file(),
+                          "spm": Path(paths[role]) / "spm.model", "path": str(paths[role])}
+        print(f"{role}: " + "; ".join(f"{k}: {v}" for k, v in notes.items()), flush=True)
+    return prepared
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    plan = make_plan(args)
+    systems = set(args.systems.split(","))
+    out = args.out
+    (out / "sources").mkdir(parents=True, exist_ok=True)
+    started = datetime.datetime.now().isoformat(timespec="seconds")
+    env = environment()
+    print(f"bench.run {'quick' if args.quick else 'full'}: {plan}", flush=True)
+
+    not_run_early = []
+
+    def skip(what, reason):
+        not_run_early.append({"what": what, "reason": reason})
+        print(f"  not run: {what}: {reason}", flush=True)
+
+    prepared = prepare_models(args, systems, skip)
+
+    # ---- data: every model's own tokenisation of the test sets
+    test_sets, sources_files, source_lengths = {}, {}, {}
+    try:
+        test_sets["multi30k"] = data.multi30k_test(plan.n)
+    except ValueError as err:  # export.data.DataError: missing or malformed shared data
+        for role in ("en-de", "en-de-attn"):
+            if prepared.pop(role, None):
+                skip(f"every system on {role}", f"Multi30k test set unreadable: {err}")
+    if "uk-gec" in prepared:
+        try:
+            test_sets["uagec"] = data.uagec_test(plan.gec_n)
+        except data.DataMissing as err:
+            skip("uk-gec greedy and IAD", str(err))
+            del prepared["uk-gec"]
+    for role, p in prepared.items():
+        dataset = "uagec" if role == "uk-gec" else "multi30k"
+        ids = data.tokenize(test_sets[dataset].sources, p["spm"])
+        file = out / "sources" / f"{role}.{dataset}.json"
+        file.write_text(json.dumps(ids))
+        sources_files[(role, dataset)] = file
+        source_lengths[(role, dataset)] = [len(s) for s in ids]
+
+    runner = Runner(plan, sources_files, args.timeout)
+    runner.not_run += not_run_early
+    jobs = []
+
+    # ---- pyfastdec on the translation models
+    drafter_reason = models.availability(args.drafter, arch="nat-drafter")
+    for role in ("en-de", "en-de-attn"):
+        if role not in prepared or "pyfastdec" not in systems:
+            continue
+        p = prepared[role]
+        reason = drafter_reason or models.compatible_drafter(Path(p["path"]), args.drafter)
+        if reason:
+            runner.skip(f"pyfastdec {role} GAD and GAD++", reason)
+        if not p["shortlist"]:
+            runner.skip(f"pyfastdec {role} with shortlist", f"no shortlist.bin in {p['path']}")
+        jobs += planning.pyfastdec_jobs(plan, role, p["dirs"], p["shortlist"], None if reason else str(args.drafter))
+    if "uk-gec" in prepared:
+        p = prepared["uk-gec"]
+        if not p["shortlist"]:
+            runner.skip("pyfastdec uk-gec with shortlist", f"no shortlist.bin in {p['path']}")
+        jobs += planning.gec_jobs(plan, p["dirs"], p["shortlist"])
+
+    # ---- peers on en-de-attn's float32 weights
+    ct2_settings = {}
+    if "en-de-attn" in prepared:
+        float_dir = prepared["en-de-attn"]["dirs"]["float32"]
+        if "ct2" in systems:
+            try:
+                ct2_dirs = {q: models.ctranslate2_model(float_dir, q) for q in ("int8", "float32")}
+            except Exception as err:  # noqa: BLE001
+                runner.skip("CTranslate2", f"conversion failed: {err!r}")
+                ct2_dirs = None
+            if ct2_dirs:
+                ct2_settings = probe_ct2(runner, plan, ct2_dirs)
+                jobs += planning.ct2_jobs(plan, ct2_dirs, ct2_settings["choices"])
+        if "onnx" in systems:
+            onnx_dirs = {}
+            for precision in ("float32", "int8"):
+                try:
+                    onnx_dirs[precision] = models.onnx_model(float_dir, precision == "int8")
+                except Exception as err:  # noqa: BLE001
+                    runner.skip(f"onnxruntime {precision}", f"export failed: {err!r}")
+            jobs += planning.peer_jobs(plan, "onnx", onnx_dirs)
+        if "torch" in systems:
+            jobs += planning.peer_jobs(plan, "torch", {"float32": float_dir})
+    for job in jobs:
+        runner.run(job, len(jobs))
+
+    # ---- figures derived from the measurements
+    rows = runner.rows
+    references = {name: ts.references for name, ts in test_sets.items()}
+    spm_of = {role: p["spm"] for role, p in prepared.items()}
+    results.add_quality(rows, references, lambda model, outs: data.detokenize(outs, spm_of[model]))
+    baselines = {}
+    if "uagec" in test_sets and any(r["dataset"] == "uagec" for r in rows):
+        n_gec = max(r["sentences"] for r in rows if r["dataset"] == "uagec")
+        baselines["uagec"] = bleu_chrf(test_sets["uagec"].sources[:n_gec], references["uagec"][:n_gec])
+    results.add_identical(rows)
+    results.add_ratios(rows)
+    env["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    env["torch_isa"] = next((r["engine"].get("isa") for r in rows if r["system"] == "torch"), None)
+    report_data = {
+        "started": started, "finished": datetime.datetime.now().isoformat(timespec="seconds"),
+        "command": [sys.executable, "-m", "bench.run"] + list(argv if argv is not None else sys.argv[1:]),
+        "environment": env, "plan": dict(vars(plan), quick=args.quick),
+        "models": {role: {"path": p["path"], "precisions": p["notes"], "shortlist": p["shortlist"]}
+                   for role, p in prepared.items()},
+        "ct2_settings": ct2_settings.get("report"), "noise": results.noise(rows), "baselines": baselines,
+        "not_run": runner.not_run, "rows": rows}
+    made = [plots.quality_vs_latency(rows, out / "quality_vs_latency.png"),
+            plots.speedup_by_length(rows, source_lengths, out / "speedup_by_length.png")]
+    report_data["plots"] = [p.name for p in made if p is not None]
+    with gzip.open(out / "outputs.json.gz", "wt") as f:
+        json.dump({f"{r['job']} {r['workload']}": data.detokenize(r["_outputs"], spm_of[r["model"]]) for r in rows}, f)
+    saved = dict(report_data, rows=[{k: v for k, v in r.items() if not k.startswith("_")} for r in rows])
+    (out / "results.json").write_text(json.dumps(saved, indent=1))
+    (out / "report.md").write_text(report.markdown(saved))
+    print(f"wrote {out}/report.md, results.json, {', '.join(report_data['plots'])} "
+          f"({time.perf_counter() - runner.start:.0f} s)", flush=True)
+    return saved
+
+
+def probe_ct2(runner: Runner, plan, ct2_dirs: dict) -> dict:
+    """Measure every candidate setting briefly and choose the fastest per workload."""
+    probes, table = [], []
+    probe_jobs = planning.ct2_probe_jobs(plan, ct2_dirs)
+    for job in probe_jobs:
+        result = runner.run(job, len(probe_jobs))
+        if result is None:
+            continue
+        probes.append((job, result))
+        w = result["workloads"]
+        table.append({"precision": job.precision, "isa": job.env.get("CT2_FORCE_CPU_ISA", "default"),
+                      "selected_isa": result["ct2_log"].get("selected_isa"), "intra": job.spec["intra"],
+                      "inter": job.spec["inter"],
+                      "b1_ms_p50": w["b1"]["repeats"][0]["ms_p50"] if "b1" in w else None,
+                      "b32_sentences_per_s": w["b32"]["repeats"][0]["sentences_per_s"] if "b32" in w else None})
+    runner.done = 0
+    choices = planning.ct2_choose(probes)
+    chosen = [dict(workload=wid, precision=prec, **{k: v for k, v in c.items() if k != "score"})
+              for (prec, wid), c in sorted(choices.items())]
+    return {"choices": choices, "report": {"probe_sentences": plan.probe_n, "probes": table, "chosen": chosen}}
+
+
+if __name__ == "__main__":
+    main()

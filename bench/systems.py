@@ -1,0 +1,135 @@
+"""The decoders under test, as the measuring process builds them (bench/child.py).
+
+`load(spec)` returns a Runner whose `decode(batch)` maps source id lists (sentencepiece
+ids + EOS) to output id lists (no BOS/EOS), whatever the engine. Imports happen here, in
+the measuring process only, so no engine is loaded where it is not measured.
+
+Output length: every engine gets pyfastdec's limit, 2 * len(source incl. EOS) + 10
+tokens (pyfastdec.decoding.limits); CTranslate2 takes one limit per call, so at batch > 1
+it gets the batch's largest (identical at batch 1).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+STRATEGIES = ("greedy", "beam5", "gad", "gad++", "iad")
+GADPP_BETA, GADPP_TAU = 3, 1.0  # GAD++ quality setting of Xia et al. (2022)
+BEAM = 5
+
+
+@dataclass
+class Runner:
+    decode: object  # callable: list[list[int]] -> list[list[int]]
+    info: dict = field(default_factory=dict)
+    counters: dict = field(default_factory=dict)  # decoding statistics summed over calls
+
+
+def _add_stats(counters: dict, stats) -> None:
+    for name in ("sentences", "iterations", "row_steps", "drafted", "accepted", "generated"):
+        counters[name] = counters.get(name, 0) + getattr(stats, name)
+    for name in ("encoder_s", "drafter_s", "verifier_s", "total_s"):
+        counters[name] = counters.get(name, 0.0) + getattr(stats, name)
+
+
+def _strategy(name: str, backend, drafter):
+    from pyfastdec.decoding import beam_search, gad, gad_plus, greedy, iad
+
+    if name == "greedy":
+        return lambda batch: greedy(backend, batch)
+    if name == "beam5":
+        def beam(batch):
+            hyps, stats = beam_search(backend, batch, beam_size=BEAM, nbest=1)
+            return [h[0].tokens for h in hyps], stats
+        return beam
+    if name == "gad":
+        return lambda batch: gad(backend, drafter, batch)
+    if name == "gad++":
+        return lambda batch: gad_plus(backend, drafter, batch, beta=GADPP_BETA, tau=GADPP_TAU)
+    if name == "iad":
+        return lambda batch: iad(backend, batch)
+    raise ValueError(f"unknown strategy {name!r}; expected one of {STRATEGIES}")
+
+
+def _strategy_runner(backend, spec, drafter=None, info=None) -> Runner:
+    runner = Runner(decode=None, info=info or {})
+    run = _strategy(spec["strategy"], backend, drafter)
+
+    def decode(batch):
+        outs, stats = run(batch)
+        _add_stats(runner.counters, stats)
+        return outs
+    runner.decode = decode
+    return runner
+
+
+def load_pyfastdec(spec) -> Runner:
+    import pyfastdec
+    from pyfastdec.backends.native import NativeBackend
+
+    backend = NativeBackend(spec["path"], threads=spec["threads"], shortlist=spec["shortlist"])
+    if spec["shortlist"] and backend.shortlist is None:
+        raise ValueError(f"{spec['path']}: no shortlist.bin")
+    drafter = None
+    if spec["strategy"] in ("gad", "gad++"):
+        drafter = NativeBackend(spec["drafter"], threads=spec["threads"], shortlist=False)
+    info = {"isa": pyfastdec.cpu_info()["isa"], "kernels": pyfastdec.cpu_info()["kernels"],
+            "version": pyfastdec.__version__}
+    return _strategy_runner(backend, spec, drafter, info)
+
+
+def load_onnx(spec) -> Runner:
+    import onnxruntime
+
+    from pyfastdec.backends.onnx import OnnxBackend
+
+    backend = OnnxBackend(spec["path"], threads=spec["threads"])
+    info = {"version": onnxruntime.__version__, "weights": backend.export_info.get("weights"),
+            "providers": ["CPUExecutionProvider"]}
+    return _strategy_runner(backend, spec, info=info)
+
+
+def load_torch(spec) -> Runner:
+    import torch
+
+    from export.torch_backend import TorchBackend
+
+    torch.set_num_threads(spec["threads"])
+    torch.set_num_interop_threads(1)
+    backend = TorchBackend.from_dir(spec["path"])
+    info = {"version": torch.__version__, "isa": torch.backends.cpu.get_cpu_capability()}
+    return _strategy_runner(backend, spec, info=info)
+
+
+def load_ct2(spec) -> Runner:
+    import ctranslate2
+    import sentencepiece as spm
+
+    from pyfastdec.decoding.limits import default_max_len
+
+    translator = ctranslate2.Translator(spec["path"], device="cpu", compute_type=spec["compute_type"],
+                                       intra_threads=spec["intra"], inter_threads=spec["inter"])
+    sp = spm.SentencePieceProcessor(model_file=f"{spec['path']}/spm.model")
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    beam = BEAM if spec["strategy"] == "beam5" else 1
+    if spec["strategy"] not in ("greedy", "beam5"):
+        raise ValueError(f"CTranslate2 runs greedy and beam5, not {spec['strategy']!r}")
+    inter = spec["inter"]
+
+    def decode(batch):
+        # The converter sets add_source_eos, so CTranslate2 gets the pieces without EOS.
+        tokens = [[pieces[t] for t in s[:-1]] for s in batch]
+        # With inter_threads > 1 one call is split into sub-batches its workers decode in
+        # parallel; min_decoding_length=0 allows the empty output greedy allows.
+        results = translator.translate_batch(
+            tokens, beam_size=beam, max_batch_size=max(1, -(-len(batch) // inter)),
+            min_decoding_length=0, max_decoding_length=max(default_max_len(len(s)) for s in batch))
+        return [[sp.piece_to_id(p) for p in r.hypotheses[0]] for r in results]
+    return Runner(decode=decode, info={"version": ctranslate2.__version__, "beam_size": beam,
+                                       "length_penalty": 1.0})
+
+
+LOADERS = {"pyfastdec": load_pyfastdec, "ct2": load_ct2, "onnx": load_onnx, "torch": load_torch}
+
+
+def load(spec) -> Runner:
+    return LOADERS[spec["system"]](spec)
