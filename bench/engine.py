@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import time
 from pathlib import Path
 
@@ -152,21 +151,15 @@ def time_ct2(path: Path, sources, pieces, compute_type: str, intra: int, inter: 
 
 
 def time_engine(run, sources, batch_size: int) -> dict:
-    batches = [sources[i:i + batch_size] for i in range(0, len(sources), batch_size)]
+    from bench.timing import batches_of, pass_figures, timed_pass
+
+    batches = batches_of(sources, batch_size)
     run(batches[0])  # warm-up: first-call allocations
-    per_batch = []
-    start = time.perf_counter()
-    for batch in batches:
-        t = time.perf_counter()
-        run(batch)
-        per_batch.append(time.perf_counter() - t)
-    total = time.perf_counter() - start
-    result = {"batch_size": batch_size, "sentences": len(sources), "seconds": total,
-              "sentences_per_s": len(sources) / total}
+    seconds, _ = timed_pass(run, batches)
+    result = {"batch_size": batch_size, "sentences": len(sources),
+              **pass_figures(seconds, len(sources), batch_size)}
     if batch_size == 1:
-        ms = sorted(1e3 * t for t in per_batch)
-        result.update(ms_p50=statistics.median(ms), ms_p90=ms[int(0.9 * (len(ms) - 1))],
-                      ms_per_token=statistics.median(ms) / OUTPUT_TOKENS)
+        result["ms_per_token"] = result["ms_p50"] / OUTPUT_TOKENS
     return result
 
 
@@ -196,22 +189,15 @@ def measure(spec: dict) -> dict:
 
 
 def run_isolated(spec: dict) -> dict:
-    """Each engine in its own process: CTranslate2's OpenMP threads and torch's (which
-    built the models) must not share a process, nor engines each other's thread pools
-    (measured: CTranslate2 intra_threads=2 took 75 ms/sentence beside torch, 17 alone)."""
-    import subprocess
-    import sys
-    import tempfile
+    """Each engine in its own process (bench/isolate.py): CTranslate2's OpenMP threads and
+    torch's (which built the models) must not share a process, nor engines each other's
+    thread pools (measured: CTranslate2 intra_threads=2 took 75 ms/sentence beside torch,
+    17 alone)."""
+    from bench.isolate import run_isolated as run_in_child
 
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(spec, f)
-    env = dict(os.environ, OMP_NUM_THREADS=str(spec.get("intra", spec.get("threads", 1))))
-    done = subprocess.run([sys.executable, "-m", "bench.engine", "--measure", f.name], env=env,
-                          capture_output=True, text=True, check=False)
-    os.unlink(f.name)
-    if done.returncode != 0:
-        raise RuntimeError(f"measurement {spec['engine']} failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    env = {"OMP_NUM_THREADS": str(spec.get("intra", spec.get("threads", 1)))}
+    result, _ = run_in_child("bench.engine", spec, env)
+    return result
 
 
 def main(argv=None):
@@ -222,9 +208,10 @@ def main(argv=None):
     parser.add_argument("--out", help="write every figure as JSON here")
     parser.add_argument("--markdown", help="write the table as markdown here")
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # internal: one measurement spec (JSON file)
+    parser.add_argument("--result", help=argparse.SUPPRESS)  # internal: where the measurement goes
     args = parser.parse_args(argv)
     if args.measure:
-        print(json.dumps(measure(json.loads(Path(args.measure).read_text()))))
+        Path(args.result).write_text(json.dumps(measure(json.loads(Path(args.measure).read_text()))))
         return None
     if args.ct2_isa:
         os.environ["CT2_FORCE_CPU_ISA"] = args.ct2_isa  # inherited by the measuring processes

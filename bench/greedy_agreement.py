@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import time
 
-import sacrebleu
 import sentencepiece as spm
 
+from bench.quality import bleu_chrf, identical_share
 from export.data import corpus_path, read_lines
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import greedy
@@ -50,11 +50,10 @@ def main(argv=None):
     sources = [sp.encode(line) + [eos] for line in lines]
 
     def report(name, outputs, seconds, reference=None):
-        hyps = [sp.decode(o) for o in outputs]
+        quality = bleu_chrf([sp.decode(o) for o in outputs], refs)
         same = "" if reference is None else \
-            f", identical to torch {sum(a == b for a, b in zip(outputs, reference))}/{len(outputs)}"
-        print(f"{name}: BLEU {sacrebleu.corpus_bleu(hyps, [refs]).score:.2f} "
-              f"chrF {sacrebleu.corpus_chrf(hyps, [refs]).score:.2f}, {seconds:.1f} s{same}", flush=True)
+            f", identical to torch {round(identical_share(outputs, reference) * len(outputs))}/{len(outputs)}"
+        print(f"{name}: BLEU {quality['bleu']:.2f} chrF {quality['chrf']:.2f}, {seconds:.1f} s{same}", flush=True)
 
     reference, seconds = decode_all(TorchBackend.from_dir(args.models[0]), sources, args.batch_size)
     report(f"torch {args.models[0]}", reference, seconds)
