@@ -235,6 +235,32 @@ def test_drafter_matches_torch(drafter_pair):
         np.testing.assert_allclose(b.logprobs, a.logprobs, atol=1e-4 * np.abs(a.logprobs).max())
 
 
+def test_drafter_prefix_cache_changes_nothing(drafter_pair):
+    """The engine keeps each memory row's drafted prefix positions for the next call;
+    a call must give bit for bit what a fresh memory gives, whether its prefix extends
+    the cached one, diverges from it, is shorter, or shows the same row twice."""
+    _, native = drafter_pair
+    sources = random_sources(3, seed=23)
+    memory = native.encode(sources)
+    calls = [
+        ([[], [7], [8, 9]], 4),
+        ([[5], [7, 8, 9], [8, 9, 10, 11]], 4),         # extended
+        ([[5, 6], [7, 20, 9], [8]], 3),                 # diverged / cut back, another k
+        ([[5, 6, 7, 8, 9, 10, 11, 12, 13, 14], [], [8, 9, 10]], 4),
+    ]
+    for prefixes, k in calls:
+        cached = native.draft(memory, prefixes, k)
+        fresh = native.draft(native.encode(sources), prefixes, k)
+        np.testing.assert_array_equal(cached.ids, fresh.ids)
+        np.testing.assert_array_equal(cached.logprobs, fresh.logprobs)
+    twice = native.select(memory, np.array([1, 1, 0]))
+    prefixes = [[7, 8], [7, 30, 31], [5, 6, 7]]
+    got = native.draft(twice, prefixes, 4)
+    fresh = native.draft(native.select(native.encode(sources), np.array([1, 1, 0])), prefixes, 4)
+    np.testing.assert_array_equal(got.ids, fresh.ids)
+    np.testing.assert_array_equal(got.logprobs, fresh.logprobs)
+
+
 class TestBadInput:
     def test_token_out_of_range_and_empty_step(self, pair):
         _, native, _ = pair

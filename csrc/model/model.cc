@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "kernels/dispatch.h"
 #include "kernels/row_ops.h"
@@ -328,25 +329,49 @@ void Model::draft(const Memory& memory, const std::vector<std::vector<int32_t>>&
   std::lock_guard<std::mutex> lock(call_mutex_);
   const int d = cfg_.d_model;
   const int R = static_cast<int>(prefixes.size());
-  std::vector<RowCache> caches(static_cast<size_t>(R));
   std::vector<RowCache*> rows(static_cast<size_t>(R));
-  std::vector<int> counts(static_cast<size_t>(R));
+  std::vector<int> counts(static_cast<size_t>(R)), kept(static_cast<size_t>(R));
+  // A memory row present twice in one call (select may duplicate rows) can hold only
+  // one cached prefix: its later occurrences draft from fresh, uncached positions.
+  std::vector<DraftCache*> caches(static_cast<size_t>(R));
+  std::vector<DraftCache> uncached(static_cast<size_t>(R));
+  std::unordered_set<const MemoryRow*> seen;
   int T = 0;
   for (int b = 0; b < R; ++b) {
-    caches[b].memory = memory.rows[b];
-    rows[b] = &caches[b];
-    counts[b] = 1 + static_cast<int>(prefixes[b].size()) + k;
+    const MemoryRow& mem = *memory.rows[b];
+    if (!mem.draft) mem.draft = std::make_shared<DraftCache>();
+    caches[b] = seen.insert(&mem).second ? mem.draft.get() : &uncached[b];
+    DraftCache& cache = *caches[b];
+    const std::vector<int32_t>& prefix = prefixes[b];
+    // Keep the cached positions the new prefix agrees with; the rest is recomputed.
+    size_t agree = 0;
+    if (cache.positions.length > 0) {
+      size_t limit = std::min(cache.tokens.size(), prefix.size());
+      while (agree < limit && cache.tokens[agree] == prefix[agree]) ++agree;
+      cache.positions.length = 1 + static_cast<int>(agree);
+    }
+    kept[b] = static_cast<int>(agree);
+    cache.positions.memory = memory.rows[b];
+    rows[b] = &cache.positions;
+    counts[b] = (cache.positions.length == 0 ? 1 : 0) + static_cast<int>(prefix.size() - agree) + k;
     T += counts[b];
   }
   x_.resize(static_cast<size_t>(T) * d);
   int t = 0;
   for (int b = 0; b < R; ++b) {
-    int position = 0;
-    embed(cfg_.bos, position++, x_.data() + static_cast<size_t>(t++) * d);
-    for (int32_t id : prefixes[b]) embed(id, position++, x_.data() + static_cast<size_t>(t++) * d);
+    int position = rows[b]->length;
+    if (position == 0) embed(cfg_.bos, position++, x_.data() + static_cast<size_t>(t++) * d);
+    for (size_t i = static_cast<size_t>(kept[b]); i < prefixes[b].size(); ++i)
+      embed(prefixes[b][i], position++, x_.data() + static_cast<size_t>(t++) * d);
     for (int j = 0; j < k; ++j) embed(cfg_.mask, position++, x_.data() + static_cast<size_t>(t++) * d);
   }
   decoder_pass(rows, counts, x_.data(), Visibility::kDraftBlock, k);
+  for (int b = 0; b < R; ++b) {  // keep [BOS, prefix]; the k mask positions are dropped
+    DraftCache& cache = *caches[b];
+    cache.positions.length -= k;
+    cache.positions.memory.reset();
+    cache.tokens = prefixes[b];
+  }
   // Only the k block positions of each row need the output layer.
   std::vector<float> block(static_cast<size_t>(R) * k * d);
   std::vector<const MemoryRow*> memory_of(static_cast<size_t>(R) * k);

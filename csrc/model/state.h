@@ -7,10 +7,15 @@
 
 namespace fastdec {
 
+struct DraftCache;
+
 struct MemoryRow {
   std::vector<int32_t> source;               // ids, EOS included
   std::vector<std::vector<float>> cross_kv;  // per decoder layer: [source len, 2 * inner]
   std::vector<int32_t> shortlist;            // sorted candidate ids; empty = full vocab
+  // Drafter only: the positions of the last drafted prefix, reused by the next call
+  // (a cache, invisible in results; mutable because a Memory is otherwise read-only).
+  mutable std::shared_ptr<DraftCache> draft;
 };
 using MemoryRowPtr = std::shared_ptr<const MemoryRow>;
 
@@ -29,6 +34,15 @@ struct RowCache {
 
 struct DecoderState {
   std::vector<RowCache> rows;
+};
+
+// A drafter's [BOS, prefix] positions attend causally among themselves, so they stay
+// valid for the next call as far as its prefix agrees (GAD's accepted output only grows
+// between calls). positions.memory is set only during a call: a permanent pointer back
+// to the owning MemoryRow would be a reference cycle.
+struct DraftCache {
+  RowCache positions;           // BOS + tokens, once filled
+  std::vector<int32_t> tokens;  // the prefix held, BOS excluded
 };
 
 }  // namespace fastdec
