@@ -5,11 +5,10 @@ Workloads: Multi30k at batch 1 (latency, over the first `latency_n` sentences) a
 32 (throughput, over `n`), and UA-GEC at batch 1 (`gec_n`), each with a thread budget.
 A workload id reads `<dataset>-b<batch>-t<threads>`.
 
-The matrix: every pyfastdec strategy x precision x shortlist, and every peer, at 1
-thread. With more threads only what the headline comparisons need (pyfastdec int8
-greedy / GAD / GAD++ and float32 greedy, int8 greedy and IAD on uk-gec, CTranslate2 and
-onnxruntime greedy), so a full run fits its 30 minutes on 2 cores; `every_config` runs
-the whole matrix at every thread count.
+The matrix (`wanted`): every pyfastdec strategy x precision x shortlist, and every peer,
+at 1 thread. With more threads only what the headline comparisons need, so a full run
+fits its 30 minutes on 2 cores; `--quick` trims further to stay within 3 minutes;
+`every_config` runs the whole matrix at every thread count.
 """
 from __future__ import annotations
 
@@ -28,6 +27,7 @@ class Plan:
     threads: list[int]
     probe_n: int  # sentences per CTranslate2 settings probe
     every_config: bool = False
+    quick: bool = False
 
 
 @dataclass
@@ -62,10 +62,22 @@ def _mt_workloads(plan: Plan, threads: int, batches=(LATENCY_BATCH, THROUGHPUT_B
     return spec, serves
 
 
-def _core(plan: Plan, threads: int, precision: str, strategy: str) -> bool:
-    """Whether a pyfastdec configuration runs at this thread count."""
-    if threads == 1 or plan.every_config:
+def wanted(plan: Plan, system: str, precision: str, strategy: str, threads: int) -> bool:
+    """Whether a configuration is measured at this thread budget."""
+    if plan.every_config:
         return True
+    if plan.quick and precision == "float32" and strategy == "beam5":
+        return False  # the slowest rows of all, and no headline compares them
+    if threads == 1:
+        return True
+    # Beyond one thread: what the headline comparisons need. torch is the reference, not
+    # a contender; the peers' greedy is what pyfastdec is compared with.
+    if system == "torch":
+        return False
+    if plan.quick:
+        return precision == "int8" and strategy in ("greedy", "gad", "iad")
+    if system in ("ct2", "onnx"):
+        return strategy == "greedy"
     return (precision == "int8" and strategy in ("greedy", "gad", "gad++", "iad")) or \
         (precision == "float32" and strategy == "greedy")
 
@@ -79,7 +91,7 @@ def pyfastdec_jobs(plan: Plan, model: str, dirs: dict, shortlist: bool, drafter:
             for strategy in strategies:
                 if strategy in ("gad", "gad++") and drafter is None:
                     continue
-                if not _core(plan, threads, precision, strategy):
+                if not wanted(plan, "pyfastdec", precision, strategy, threads):
                     continue
                 for sl in ((False, True) if shortlist else (False,)):
                     workloads, serves = _mt_workloads(plan, threads)
@@ -95,7 +107,7 @@ def gec_jobs(plan: Plan, dirs: dict, shortlist: bool) -> list[Job]:
     for threads in plan.threads:
         for precision, path in dirs.items():
             for strategy in ("greedy", "iad"):
-                if threads > 1 and precision != "int8" and not plan.every_config:
+                if not wanted(plan, "pyfastdec", precision, strategy, threads):
                     continue
                 for sl in ((False, True) if shortlist else (False,)):
                     spec = {"system": "pyfastdec", "path": str(path), "threads": threads, "shortlist": sl,
@@ -107,14 +119,13 @@ def gec_jobs(plan: Plan, dirs: dict, shortlist: bool) -> list[Job]:
 
 
 def peer_jobs(plan: Plan, system: str, dirs: dict, strategies=("greedy",)) -> list[Job]:
-    """onnxruntime (dirs: its exports) or torch (dirs: {"float32": model dir}); torch, the
-    slowest and a reference rather than a contender, beyond 1 thread only with every_config."""
+    """onnxruntime (dirs: its exports) or torch (dirs: {"float32": model dir})."""
     jobs = []
     for threads in plan.threads:
-        if system == "torch" and threads > 1 and not plan.every_config:
-            continue
         for precision, path in dirs.items():
             for strategy in strategies:
+                if not wanted(plan, system, precision, strategy, threads):
+                    continue
                 workloads, serves = _mt_workloads(plan, threads)
                 spec = {"system": system, "path": str(path), "threads": threads, "strategy": strategy,
                         "workloads": workloads}
@@ -157,6 +168,8 @@ def ct2_probe_jobs(plan: Plan, dirs: dict) -> list[Job]:
         for batch, settings in ct2_candidates(threads).items():
             for intra, inter in settings:
                 for precision in dirs:
+                    if not wanted(plan, "ct2", precision, "greedy", threads):
+                        continue
                     for isa in CT2_ISAS:
                         key = (precision, isa, intra, inter)
                         if key not in jobs:
@@ -197,7 +210,7 @@ def ct2_jobs(plan: Plan, dirs: dict, choices: dict, strategies=("greedy", "beam5
     for (precision, wid), choice in sorted(choices.items()):
         threads = int(wid.rsplit("-t", 1)[1])
         for strategy in strategies:
-            if strategy != "greedy" and threads > 1 and not plan.every_config:
+            if not wanted(plan, "ct2", precision, strategy, threads):
                 continue
             key = (precision, strategy, choice["isa"], choice["intra"], choice["inter"])
             if key not in jobs:

@@ -116,8 +116,9 @@ def markdown(results: dict) -> str:
              f"- CPU: {env['cpu_model']}, {env['cpus']} CPUs; load average {env['loadavg_start']} at the start, "
              f"{env['loadavg_end']} at the end (other processes share the machine when it is above 0).",
              f"- pyfastdec {env['versions'].get('pyfastdec')} kernels: {env['pyfastdec_isa']}; CTranslate2 "
-             f"{env['versions'].get('ctranslate2')} (ISA per row in results.json; probes below); onnxruntime "
-             f"{env['versions'].get('onnxruntime')}; torch {env['versions'].get('torch')} ({env.get('torch_isa', '?')}); "
+             f"{env['versions'].get('ctranslate2')} (the ISA it selected is in each row's setting); onnxruntime "
+             f"{env['versions'].get('onnxruntime')} (CPU provider; its MLAS picks kernels at run time and does not "
+             f"report them); torch {env['versions'].get('torch')} ({env.get('torch_isa', '?')}); "
              f"Python {env['python']}.",
              f"- Multi30k: batch 1 over the first {plan['latency_n']} sentences of test_2016_flickr, batch 32 over "
              f"{plan['n']}; UA-GEC test at batch 1 over {plan['gec_n']}. Medians of {plan['repeats']} timed passes "

@@ -45,7 +45,8 @@ QUICK = dict(n=200, latency_n=200, gec_n=200, repeats=1, probe_n=32)
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="200-sentence subsets, one timed pass (a few minutes)")
+    ap.add_argument("--quick", action="store_true",
+                    help="200-sentence subsets, one timed pass, a trimmed matrix (bench/plan.py): under 3 minutes")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--limit", type=int, help="at most N sentences per workload (smoke runs)")
     ap.add_argument("--repeats", type=int, help="timed passes per measurement (default 3, --quick 1)")
@@ -72,7 +73,7 @@ def make_plan(args) -> planning.Plan:
     if args.repeats:
         sizes["repeats"] = args.repeats
     threads = sorted({int(t) for t in args.threads.split(",")})
-    return planning.Plan(threads=threads, every_config=args.every_config, **sizes)
+    return planning.Plan(threads=threads, every_config=args.every_config, quick=args.quick, **sizes)
 
 
 def environment() -> dict:
@@ -273,7 +274,7 @@ def main(argv=None) -> dict:
     report_data = {
         "started": started, "finished": datetime.datetime.now().isoformat(timespec="seconds"),
         "command": [sys.executable, "-m", "bench.run"] + list(argv if argv is not None else sys.argv[1:]),
-        "environment": env, "plan": dict(vars(plan), quick=args.quick),
+        "environment": env, "plan": vars(plan),
         "models": {role: {"path": p["path"], "precisions": p["notes"], "shortlist": p["shortlist"]}
                    for role, p in prepared.items()},
         "ct2_settings": ct2_settings.get("report"), "noise": results.noise(rows), "baselines": baselines,
