@@ -80,20 +80,34 @@ class Builder:
         return spent >= self.minutes.get(recipe, 30) - 0.5
 
     def teacher(self) -> tuple[Path, Path]:
-        """(checkpoint, float32 model directory) of the En-De teacher."""
+        """(checkpoint, float32 model directory) of the En-De teacher. The directory is
+        rewritten whenever the chosen checkpoint is not the one it was written from."""
         ckpt = self.train("teacher-en-de")
         model_dir = self.runs / "models" / "teacher-en-de"
-        if not (model_dir / "model.safetensors").exists():
+        stamp = model_dir.with_name(model_dir.name + ".source.json")
+        if not stamp.exists() or json.loads(stamp.read_text()) != checkpoint_identity(ckpt):
             write.main(["--ckpt", str(ckpt), "--out", str(model_dir)])
+            stamp.write_text(json.dumps(checkpoint_identity(ckpt)))
         return ckpt, model_dir
 
     def distilled(self) -> Path:
+        """Distilled training targets of the current teacher; targets of an earlier
+        teacher are set aside (renamed *.stale), never continued."""
         out = self.runs / "distill" / "train.de"
         meta = out.with_name(out.name + ".json")
+        ckpt, teacher_dir = self.teacher()
+        teacher = checkpoint_identity(ckpt)
+        if meta.exists() and json.loads(meta.read_text()).get("teacher") != teacher:
+            for path in (out, meta):
+                if path.exists():
+                    path.rename(path.with_name(path.name + ".stale"))
+            log(f"{out}: made by another teacher checkpoint; set aside as *.stale")
         n_train = sum(1 for _ in corpus_lines("train", "en"))
         if meta.exists() and json.loads(meta.read_text()).get("lines") == n_train:
             return out
-        _, teacher_dir = self.teacher()
+        if not meta.exists():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            meta.write_text(json.dumps({"teacher": teacher, "reference_fallbacks": []}))
         log(f"distilling the training sources with {teacher_dir} -> {out}")
         distill.main(["--model", str(teacher_dir), "--src", "en", "--tgt", "de", "--split", "train",
                       "--beam", "5", "--out", str(out), "--threads", str(self.threads)])
@@ -154,6 +168,12 @@ def corpus_lines(split: str, lang: str):
 
     with gzip.open(corpus_path(split, lang, "multi30k"), "rt", encoding="utf-8") as f:
         yield from f
+
+
+def checkpoint_identity(path: Path) -> dict:
+    """What identifies a checkpoint file's content cheaply: path, size, modification time."""
+    st = path.stat()
+    return {"checkpoint": str(path.resolve()), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
 def choose_checkpoint(run: Path) -> Path:

@@ -1,6 +1,7 @@
 """export.build_models end to end on a synthetic corpus with tiny recipes: teacher,
 native-engine distillation, warm-started students and drafter, int8 + shortlist."""
 import json
+import os
 
 import torch
 
@@ -38,6 +39,12 @@ def test_builds_the_en_de_family(corpus, tmp_path):  # noqa: F811
     steps = json.loads((runs / "test-tiny-ssru" / "results.json").read_text())["steps"]
     builder.build("en-de")
     assert json.loads((runs / "test-tiny-ssru" / "results.json").read_text())["steps"] == steps
+    # a teacher checkpoint that changed (e.g. trained further) is re-written and re-distilled
+    ckpt, _ = builder.teacher()
+    os.utime(ckpt, ns=(ckpt.stat().st_atime_ns, ckpt.stat().st_mtime_ns + 10**9))
+    builder.distilled()
+    assert (runs / "distill" / "train.de.stale").exists()
+    assert len((runs / "distill" / "train.de").read_text().splitlines()) == 80
 
 
 def test_choose_checkpoint_takes_the_better_validation_score(tmp_path):
