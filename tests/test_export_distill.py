@@ -1,6 +1,7 @@
 """Distillation writes one line per source, in order, and resumes after an interruption."""
 import gzip
 
+import pytest
 import torch
 
 from export.distill import complete_lines, main
@@ -18,12 +19,17 @@ def make_corpus(root, n):
             f.write("".join(l + "\n" for l in lines))
 
 
-def test_distill_resumes_to_the_same_output(tmp_path, monkeypatch):
+@pytest.fixture
+def common(tmp_path, monkeypatch):
+    """Arguments distilling a 13-line val split with a tiny teacher directory."""
     make_corpus(tmp_path / "data", 13)
     monkeypatch.setenv("FASTDEC_DATA", str(tmp_path / "data"))
     write_model_dir(tiny_model(seed=4), tiny_spm(tmp_path / "spm.model"), tmp_path / "teacher")
-    common = ["--model", str(tmp_path / "teacher"), "--src", "en", "--tgt", "de", "--split", "val",
+    return ["--model", str(tmp_path / "teacher"), "--src", "en", "--tgt", "de", "--split", "val",
               "--beam", "3", "--batch", "4", "--chunk", "5", "--threads", "1"]
+
+
+def test_distill_resumes_to_the_same_output(tmp_path, common):
     once = tmp_path / "once.de"
     main(common + ["--out", str(once)])
     twice = tmp_path / "twice.de"
@@ -37,12 +43,7 @@ def test_distill_resumes_to_the_same_output(tmp_path, monkeypatch):
     assert len(lines) == 13 and all(l.strip() for l in lines)
 
 
-def test_native_engine_distils_like_the_torch_reference(tmp_path, monkeypatch):
-    make_corpus(tmp_path / "data", 13)
-    monkeypatch.setenv("FASTDEC_DATA", str(tmp_path / "data"))
-    write_model_dir(tiny_model(seed=4), tiny_spm(tmp_path / "spm.model"), tmp_path / "teacher")
-    common = ["--model", str(tmp_path / "teacher"), "--src", "en", "--tgt", "de", "--split", "val",
-              "--beam", "3", "--batch", "4", "--chunk", "5", "--threads", "1"]
+def test_native_engine_distils_like_the_torch_reference(tmp_path, common):
     main(common + ["--out", str(tmp_path / "native.de"), "--engine", "native"])
     main(common + ["--out", str(tmp_path / "torch.de"), "--engine", "torch"])
     assert (tmp_path / "native.de").read_text() == (tmp_path / "torch.de").read_text()
