@@ -33,6 +33,11 @@ def _add_stats(counters: dict, stats) -> None:
 
 def _strategy(name: str, backend, drafter):
     from pyfastdec.decoding import beam_search, gad, gad_plus, greedy, iad
+    from pyfastdec.decoding.draft_length import AdaptiveDraftLength
+
+    # As pyfastdec.Translator runs GAD: one draft-length policy for the whole run, so
+    # the costs it measures on early batches steer the later ones.
+    policy = AdaptiveDraftLength(drafter.block_size) if drafter is not None else None
 
     if name == "greedy":
         return lambda batch: greedy(backend, batch)
@@ -42,9 +47,9 @@ def _strategy(name: str, backend, drafter):
             return [h[0].tokens for h in hyps], stats
         return beam
     if name == "gad":
-        return lambda batch: gad(backend, drafter, batch)
+        return lambda batch: gad(backend, drafter, batch, policy=policy)
     if name == "gad++":
-        return lambda batch: gad_plus(backend, drafter, batch, beta=GADPP_BETA, tau=GADPP_TAU)
+        return lambda batch: gad_plus(backend, drafter, batch, beta=GADPP_BETA, tau=GADPP_TAU, policy=policy)
     if name == "iad":
         return lambda batch: iad(backend, batch)
     raise ValueError(f"unknown strategy {name!r}; expected one of {STRATEGIES}")
@@ -71,7 +76,8 @@ def load_pyfastdec(spec) -> Runner:
         raise ValueError(f"{spec['path']}: no shortlist.bin")
     drafter = None
     if spec["strategy"] in ("gad", "gad++"):
-        drafter = NativeBackend(spec["drafter"], threads=spec["threads"], shortlist=False)
+        # The drafter uses its own shortlist.bin (if any) whenever the verifier uses one.
+        drafter = NativeBackend(spec["drafter"], threads=spec["threads"], shortlist=spec["shortlist"])
     info = {"isa": pyfastdec.cpu_info()["isa"], "kernels": pyfastdec.cpu_info()["kernels"],
             "version": pyfastdec.__version__}
     return _strategy_runner(backend, spec, drafter, info)
