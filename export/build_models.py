@@ -40,7 +40,7 @@ RECIPE_OF = {"teacher-en-de": "teacher-en-de", "en-de": "student-en-de-ssru", "e
              "en-de-drafter": "drafter-en-de", "uk-gec": "uk-gec"}
 # Training budgets in minutes per recipe (all runs of a stage together; 2 cores).
 MINUTES = {"teacher-en-de": 150, "student-en-de-ssru": 25, "student-en-de-attn": 25, "drafter-en-de": 25,
-           "uk-gec": 60}
+           "uk-gec": 90}
 
 
 def log(msg: str) -> None:
