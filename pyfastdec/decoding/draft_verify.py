@@ -109,7 +109,11 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
         stats.iterations += 1
         stats.row_steps += live.size
         stats.drafted += int(lengths.sum())
-        j, nxt = accept(out, tokens[:, 1:], lengths)
+        if width == 1:  # nothing drafted (e.g. the policy chose a plain step): greedy's step
+            j, nxt = np.zeros(live.size, dtype=np.int64), (out.argmax if out.argmax is not None
+                                                           else out.topk_ids[:, :, 0])[:, 0]
+        else:
+            j, nxt = accept(out, tokens[:, 1:], lengths)
         stats.accepted += int(j.sum())
         source.verified(width, j, lengths, step_seconds)
 

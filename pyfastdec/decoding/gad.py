@@ -26,13 +26,21 @@ from .result import DecodeStats
 class _DrafterDrafts:
     """Drafts from a drafter backend; its memory follows the verifier's live rows. With
     a draft-length policy, each iteration verifies only as many drafted tokens as pay
-    for themselves (none: no drafter call)."""
+    for themselves (none: no drafter call), and the drafter encodes its sources only
+    when the policy first asks for a draft, so a batch it never drafts for costs what
+    greedy costs."""
 
     def __init__(self, drafter: Backend, src_ids: list[list[int]], k: int, stats: DecodeStats,
                  policy: AdaptiveDraftLength | None):
         self.drafter, self.k, self.stats, self.policy = drafter, k, stats, policy
-        with stats.timing("encoder"):
-            self.memory = drafter.encode(src_ids)
+        self.src_ids, self.live = src_ids, np.arange(len(src_ids))  # live: input index per row
+        self.memory = None
+        if policy is None:
+            self._encode()
+
+    def _encode(self) -> None:
+        with self.stats.timing("encoder"):
+            self.memory = self.drafter.encode([self.src_ids[i] for i in self.live])
 
     def propose(self, prefixes: list[list[int]]) -> list[list[int]]:
         use = self.k
@@ -41,6 +49,8 @@ class _DrafterDrafts:
             use = self.policy.choose(len(prefixes), drafter_tokens)
             if use == 0:
                 return [[] for _ in prefixes]
+            if self.memory is None:
+                self._encode()
         with self.stats.timing("drafter"):
             started = time.perf_counter()
             ids = self.drafter.draft(self.memory, prefixes, self.k).ids
@@ -49,8 +59,10 @@ class _DrafterDrafts:
         return [row[:use].tolist() for row in np.asarray(ids)]
 
     def keep(self, rows: np.ndarray) -> None:
-        with self.stats.timing("drafter"):
-            self.memory = self.drafter.select(self.memory, rows)
+        self.live = self.live[rows]
+        if self.memory is not None:
+            with self.stats.timing("drafter"):
+                self.memory = self.drafter.select(self.memory, rows)
 
     def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float) -> None:
         if self.policy is not None:
