@@ -7,12 +7,20 @@ Environment knobs (for developers; users need none):
   FASTDEC_BUILD_JOBS   parallel compile jobs (default: CPU count)
 """
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
+
+# The default models (models/README.md) ship inside the wheel as pyfastdec/models/<name>,
+# where pyfastdec.api.packaged_model_path looks for them. Kept in step with
+# pyfastdec.api.DEFAULT_MODELS (tests/test_packaging.py checks both lists agree).
+SHIPPED_MODELS = ("en-de", "en-de-drafter", "uk-gec")
+MODEL_FILES = ("config.json", "model.safetensors", "spm.model", "shortlist.bin")
 
 
 class CMakeExtension(Extension):
@@ -47,7 +55,24 @@ class CMakeBuild(build_ext):
         subprocess.run(["cmake", "--build", ".", "--parallel", jobs], cwd=build_dir, check=True)
 
 
+class BuildWithModels(build_py):
+    """build_py that also copies the shipped model directories into the package."""
+
+    def run(self) -> None:
+        super().run()
+        root = Path(__file__).resolve().parent / "models"
+        for name in SHIPPED_MODELS:
+            source = root / name
+            if not (source / "config.json").is_file():
+                raise FileNotFoundError(f"{source}: default model missing; see models/README.md to rebuild it")
+            target = Path(self.build_lib) / "pyfastdec" / "models" / name
+            target.mkdir(parents=True, exist_ok=True)
+            for file in MODEL_FILES:
+                if (source / file).is_file():
+                    shutil.copyfile(source / file, target / file)
+
+
 setup(
     ext_modules=[CMakeExtension("pyfastdec._engine")],
-    cmdclass={"build_ext": CMakeBuild},
+    cmdclass={"build_ext": CMakeBuild, "build_py": BuildWithModels},
 )
