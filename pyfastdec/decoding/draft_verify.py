@@ -94,14 +94,15 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
     pending = np.full(len(live), bos, dtype=np.int64)
     held = np.zeros(len(live), dtype=np.int64)  # positions in the state, BOS included
     while live.size:
-        drafts = [_cut(d, eos, limits[i] - len(outs[i]) - 1)
+        drafts = [_cut(d, eos, limits[i] - len(outs[i]) - 1) if len(d) else []
                   for i, d in zip(live, source.propose([outs[i] for i in live]))]
         lengths = np.array([len(d) for d in drafts], dtype=np.int64)
         width = 1 + int(lengths.max())
         tokens = np.full((live.size, width), pad, dtype=np.int64)
         tokens[:, 0] = pending
-        for r, d in enumerate(drafts):
-            tokens[r, 1:1 + len(d)] = d
+        if width > 1:
+            for r, d in enumerate(drafts):
+                tokens[r, 1:1 + len(d)] = d
         with stats.timing("verifier"):
             started = time.perf_counter()
             out = verifier.step(state, tokens, want)
@@ -118,8 +119,9 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
         source.verified(width, j, lengths, step_seconds)
 
         keep = []
-        for r, i in enumerate(live):
-            new = drafts[r][:j[r]] + [int(nxt[r])]
+        # Python ints once per step: indexing numpy arrays per row costs more at batch 32
+        for r, (i, kept, token) in enumerate(zip(live.tolist(), j.tolist(), nxt.tolist())):
+            new = drafts[r][:kept] + [token]
             if eos in new:  # the row is done; whatever followed EOS is discarded
                 new = new[:new.index(eos)]
                 outs[i].extend(new)
@@ -128,7 +130,7 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
             outs[i].extend(new)
             stats.generated += len(new)
             if len(outs[i]) >= limits[i]:
-                stats.hit_max_len.append(int(i))
+                stats.hit_max_len.append(i)
             else:
                 keep.append(r)
         held += 1 + j  # the pending token and the accepted draft; the rest is rolled back
