@@ -98,11 +98,10 @@ def precisions(path: str | Path, calibration_pairs: Callable[[], list[tuple[str,
     key = CACHE / dir_hash(path)
     if cfg.get("quantization"):
         def dequantise(out: Path):
-            from export.writer import read_model_dir, write_model_dir
+            from export.writer import write_float_twin
 
             _torch_one_thread()
-            model, spm_file = read_model_dir(path)
-            write_model_dir(model, spm_file, out)
+            write_float_twin(path, out)
             _copy_shortlist(path, out)
         fp32 = _cached(key / "float32-dequantised", dequantise)
         return {"int8": path, "float32": fp32}, {"int8": str(path), "float32": f"{path}, dequantised ({fp32})"}

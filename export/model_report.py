@@ -31,7 +31,7 @@ from pyfastdec.text import Tokenizer
 
 from .data import load_pairs, read_lines
 from .uagec import corpus_dir
-from .writer import read_model_dir, write_model_dir
+from .writer import read_config, write_float_twin
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -54,18 +54,20 @@ def dir_megabytes(path: Path) -> float:
     return round(sum(f.stat().st_size for f in path.iterdir() if f.is_file()) / 2**20, 1)
 
 
+def encode(model_dir: Path, sources: list[str]) -> tuple[Tokenizer, list[list[int]]]:
+    """The model's tokenizer and the source ids, each ending in EOS as strategies take them."""
+    tok = Tokenizer(model_dir / "spm.model")
+    eos = read_config(model_dir).tokens["eos"]
+    return tok, [tok.encode(s) + [eos] for s in sources]
+
+
 class Reporter:
     def __init__(self, models: Path, threads: int, work: Path):
         self.models, self.threads, self.work = models, threads, work
         self.flickr = load_pairs("test_2016_flickr", "en", "de", "multi30k")
 
-    def encode(self, model_dir: Path, sources: list[str]) -> tuple[Tokenizer, list[list[int]]]:
-        tok = Tokenizer(model_dir / "spm.model")
-        eos = json.loads((model_dir / "config.json").read_text())["tokens"]["eos"]
-        return tok, [tok.encode(s) + [eos] for s in sources]
-
     def translate(self, backend: NativeBackend, model_dir: Path, beam: int = 1) -> dict:
-        tok, src = self.encode(model_dir, [s for s, _ in self.flickr])
+        tok, src = encode(model_dir, [s for s, _ in self.flickr])
         if beam > 1:
             outs, _ = batched(lambda b: beam_search(backend, b, beam_size=beam, nbest=1), src, 16)
             outs = [h[0].tokens for h in outs]
@@ -74,8 +76,7 @@ class Reporter:
         return quality([tok.decode(o) for o in outs], [[t for _, t in self.flickr]])
 
     def float_twin(self, model_dir: Path) -> Path:
-        model, spm = read_model_dir(model_dir)
-        return write_model_dir(model, spm.read_bytes(), self.work / f"{model_dir.name}-float32")
+        return write_float_twin(model_dir, self.work / f"{model_dir.name}-float32")
 
     def teacher(self, path: Path) -> dict:
         backend = NativeBackend(path, threads=self.threads)
@@ -95,7 +96,7 @@ class Reporter:
         result = {"megabytes": dir_megabytes(path), "block_size": drafter.block_size}
         for name in verifiers:
             verifier = NativeBackend(self.models / name, threads=self.threads)
-            _, src = self.encode(path, [s for s, _ in self.flickr])
+            _, src = encode(path, [s for s, _ in self.flickr])
             expected, _ = batched(lambda b: greedy(verifier, b), src, 32)
             outs, stats = batched(lambda b: gad(verifier, drafter, b), src, 1)
             iterations = sum(s.iterations for s in stats)
@@ -110,7 +111,7 @@ class Reporter:
         data = corpus_dir()
         sources = read_lines(data / "test.src.gz")
         refs = [read_lines(data / "test.tgt.gz"), read_lines(data / "test.tgt2.gz")]
-        tok, src = self.encode(path, sources)
+        tok, src = encode(path, sources)
         outs, _ = batched(lambda b: greedy(NativeBackend(path, threads=self.threads), b), src, 32)
         hyps = [tok.decode(o) for o in outs]
         copied = total = 0

@@ -153,6 +153,13 @@ def read_model_dir(path: str | Path, simulate_int8: bool = False) -> tuple[Seq2S
     return model.eval(), spm_file
 
 
+def write_float_twin(model_dir: str | Path, out: str | Path) -> Path:
+    """A float32 directory holding the dequantised weights (q * scale) of an int8
+    directory: the same model for the float32 engine and the torch reference."""
+    model, spm_file = read_model_dir(model_dir)
+    return write_model_dir(model, spm_file, out)
+
+
 def attach_activation_quant(model: Seq2Seq, scales: dict[str, float]) -> None:
     """Forward pre-hooks that put every quantized linear's input on its int8 grid."""
     modules = dict(model.named_modules())

@@ -18,9 +18,11 @@ import pytest
 import sacrebleu
 
 from export.data import load_pairs
+from export.model_report import batched
+from export.model_report import encode as encode_with_tokenizer
 from export.torch_backend import TorchBackend
 from export.uagec import corpus_dir
-from export.writer import read_config, read_model_dir, write_model_dir
+from export.writer import write_float_twin
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import gad, greedy, iad
 from pyfastdec.text import Tokenizer
@@ -49,8 +51,7 @@ def float_twin(tmp_path_factory):
 
     def get(name: str) -> Path:
         if name not in made:
-            model, spm = read_model_dir(model_path(name))
-            made[name] = write_model_dir(model, spm.read_bytes(), tmp_path_factory.mktemp(name) / "float32")
+            made[name] = write_float_twin(model_path(name), tmp_path_factory.mktemp(name) / "float32")
         return made[name]
 
     return get
@@ -58,16 +59,11 @@ def float_twin(tmp_path_factory):
 
 def encode(model_dir: Path, sources: list[str]) -> list[list[int]]:
     """Source ids ending in EOS, as every strategy takes them."""
-    tok = Tokenizer(model_dir / "spm.model")
-    eos = read_config(model_dir).tokens["eos"]
-    return [tok.encode(s) + [eos] for s in sources]
+    return encode_with_tokenizer(model_dir, sources)[1]
 
 
 def decode_batches(fn, src_ids: list[list[int]], batch_size: int) -> list[list[int]]:
-    out = []
-    for i in range(0, len(src_ids), batch_size):
-        out += fn(src_ids[i:i + batch_size])[0]
-    return out
+    return batched(fn, src_ids, batch_size)[0]
 
 
 def bleu(model_dir: Path, outputs: list[list[int]], refs: list[str]) -> float:

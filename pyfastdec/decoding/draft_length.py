@@ -69,6 +69,7 @@ class AdaptiveDraftLength:
     """
 
     EXPLORE = 3  # calls of each kind before the fits are trusted
+    KEEP_CHOSEN = 10_000  # decisions kept in `chosen` (at least this many, at most twice)
 
     def __init__(self, k_max: int, candidates: list[int] | None = None, window: int = 64):
         if k_max < 1:
@@ -79,9 +80,9 @@ class AdaptiveDraftLength:
         self.drafter_cost, self.verifier_cost = _LinearCost(window), _LinearCost(window)
         self.reached = np.zeros(k_max, dtype=np.int64)   # rows whose position i was checked
         self.kept = np.zeros(k_max, dtype=np.int64)      # ... and whose token i was accepted
-        self._expected = [1.0 + 0.5 * (1 - 0.5 ** k) / 0.5 for k in range(k_max + 1)]  # the prior's
+        self._tabulate()
         self.calls = 0
-        self.chosen: list[int] = []  # every decision, for statistics and tests
+        self.chosen: list[int] = []  # recent decisions, for statistics and tests
 
     # ---- decisions
     def choose(self, rows: int, drafter_tokens: int) -> int:
@@ -93,6 +94,8 @@ class AdaptiveDraftLength:
             k = max([0] + self.candidates, key=lambda k: self.rate(k, rows, drafter_tokens))
         self.calls += 1
         self.chosen.append(k)
+        if len(self.chosen) > 2 * self.KEEP_CHOSEN:  # a Translator lives for whole batch jobs
+            del self.chosen[:self.KEEP_CHOSEN]
         return k
 
     def expected_tokens(self, k: int) -> float:
@@ -122,6 +125,10 @@ class AdaptiveDraftLength:
             examined = (lengths > i) & (accepted >= i)  # position i+1 was checked
             self.reached[i] += int(examined.sum())
             self.kept[i] += int((examined & (accepted > i)).sum())
+        self._tabulate()
+
+    def _tabulate(self) -> None:
+        """expected_tokens(k) for every k, from the acceptance counts."""
         p = ((self.kept + 1.0) / (self.reached + 2.0)).tolist()  # Laplace: unseen positions count 1/2
         expected, survive = [1.0], 1.0
         for q in p:
