@@ -9,8 +9,12 @@ A Translator holds one verifier model (and optionally a GAD drafter) on the nati
 engine. Each call encodes with the model directory's sentencepiece model, appends EOS,
 sorts the sources by length so a batch holds sources of similar length (little padding,
 rows finishing together), decodes batch by batch and returns the outputs in input order.
-Sources longer than the model's max_source_len are split (text.split_to_fit), their
-chunks translated and rejoined with a space, and a LongInputWarning names the input.
+Every input is decoded sentence by sentence (the models are trained on single
+sentences): control characters become spaces, the text is split at sentence boundaries
+(text.split_sentences), each sentence is one unit, and the units of all inputs are
+batched together by length; a line's outputs are rejoined in order with single spaces.
+A single sentence longer than the model's max_source_len is cut between words
+(text.cut_ids) and a LongInputWarning names the input.
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ from pyfastdec.decoding import DecodeStats, beam_search, gad, gad_plus, greedy, 
 from pyfastdec.decoding.draft_length import AdaptiveDraftLength
 from pyfastdec.model_dir import ModelDir, ModelDirError
 from pyfastdec.runtime import default_threads
-from pyfastdec.text import Tokenizer, split_to_fit
+from pyfastdec.text import Tokenizer, clean_text, sentence_units
 
 ALGOS = ("greedy", "beam", "iad", "gad", "gad++")
 COMPUTE_TYPES = ("int8", "float32")
@@ -37,7 +41,9 @@ DEFAULT_MODELS = {"translate": "en-de", "drafter": "en-de-drafter", "correct": "
 
 
 class LongInputWarning(UserWarning):
-    """An input longer than the model's max_source_len was split into chunks."""
+    """A sentence of input `index` longer than the model's max_source_len was cut between
+    words: n_ids is the longest such sentence's length (EOS included), chunks the number
+    of parts that input's over-long sentences were cut into."""
 
     def __init__(self, message: str, index: int, n_ids: int, chunks: int, limit: int):
         super().__init__(message)
@@ -138,9 +144,9 @@ def load_checked(model: str | os.PathLike | None, drafter: str | os.PathLike | N
 # ----------------------------------------------------------------------------- results
 @dataclass
 class _Hyp:
-    """One output hypothesis: the output ids of each source chunk (one chunk unless the
-    input was split), summed log-prob (EOS included) and the number of scored
-    positions, so the scores of chunks add up to a per-token average."""
+    """One output hypothesis: the output ids of each unit of the input (sentence, or part
+    of a cut sentence), summed log-prob (EOS included) and the number of scored
+    positions, so the scores of units add up to a per-token average."""
 
     chunks: list[list[int]]
     logprob: float = 0.0
@@ -221,7 +227,11 @@ class Translator:
         included (beam search's own length-normalised score; other algorithms are
         rescored by the model in one teacher-forced step). With return_stats the result
         is (outputs, DecodeStats) summed over the batches.
-        An empty (or all-whitespace) input gives "" without running the model.
+        Each input is split into sentences, decoded one sentence per unit (units of all
+        inputs batched together) and rejoined in order with single spaces; scores then
+        average over all the input's tokens, and the k-th n-best string joins the k-th
+        hypotheses of its sentences. An empty input (nothing but whitespace and control
+        characters) gives "" without running the model.
         """
         single = isinstance(texts, str)
         items = [texts] if single else list(texts)
@@ -265,22 +275,22 @@ class Translator:
             raise ValueError(f"beta={beta}, tau={tau}: acceptance thresholds apply to algo 'gad++' only")
 
     def _units(self, texts: list[str]) -> tuple[list[tuple[int, list[int]]], list[LongInputWarning]]:
-        """(input index, source ids + EOS) of every chunk to decode, and a warning per
-        input that had to be split. Empty inputs give no unit."""
-        units, splits = [], []
+        """(input index, source ids + EOS) of every unit to decode, in input then sentence
+        order, and a warning per input with a sentence that had to be cut. Empty inputs
+        (nothing but whitespace and control characters) give no unit."""
+        units, cuts = [], []
         for i, text in enumerate(texts):
-            if not text.strip():
-                continue
-            chunks = split_to_fit(text, self.tokenizer, self.max_source_len - 1)
-            if len(chunks) > 1:
-                n_ids = sum(len(c) for c in chunks) + 1
-                splits.append(LongInputWarning(
-                    f"input {i}: {n_ids} source tokens exceed the model's max_source_len "
-                    f"{self.max_source_len}; split into {len(chunks)} chunks, translated separately "
-                    f"and joined with a space", index=i, n_ids=n_ids, chunks=len(chunks),
-                    limit=self.max_source_len))
-            units += [(i, c + [self.eos]) for c in chunks if c]
-        return units, splits
+            sentences = sentence_units(clean_text(text), self.tokenizer, self.max_source_len - 1)
+            cut = [chunks for chunks in sentences if len(chunks) > 1]
+            if cut:
+                n_ids = max(sum(len(c) for c in chunks) for chunks in cut) + 1
+                parts = sum(len(chunks) for chunks in cut)
+                cuts.append(LongInputWarning(
+                    f"input {i}: a sentence of {n_ids} source tokens exceeds the model's max_source_len "
+                    f"{self.max_source_len}; cut between words into {parts} parts, translated separately "
+                    f"and joined with a space", index=i, n_ids=n_ids, chunks=parts, limit=self.max_source_len))
+            units += [(i, c + [self.eos]) for chunks in sentences for c in chunks]
+        return units, cuts
 
     def _decode(self, texts, algo, beam_size, batch_size, n_best, scores, block, beta, tau):
         units, splits = self._units(texts)
@@ -295,10 +305,10 @@ class Translator:
             merge_stats(stats, part, [units[u][0] for u in batch])
             for u, h in zip(batch, hyps):
                 unit_hyps[u] = h
-        per_input: list[list[list[_Hyp]]] = [[] for _ in texts]  # input -> chunks -> n-best
+        per_input: list[list[list[_Hyp]]] = [[] for _ in texts]  # input -> units -> n-best
         for (i, _), h in zip(units, unit_hyps):
             per_input[i].append(h)
-        return [self._join(chunks) for chunks in per_input], stats, splits
+        return [self._join(u) for u in per_input], stats, splits
 
     def _policy(self, block: int | None) -> AdaptiveDraftLength | None:
         """No block given: the drafter drafts its block_size and a draft-length policy,
@@ -329,17 +339,17 @@ class Translator:
         logps = forced_scores(self.verifier, src, outs, stats.hit_max_len) if scores else [0.0] * len(outs)
         return [[_Hyp([o], lp, len(o) + 1)] for o, lp in zip(outs, logps)], stats
 
-    def _join(self, chunks: list[list[_Hyp]]) -> list[_Hyp]:
-        """The n-best list of one input from those of its chunks: the k-th hypotheses of
-        every chunk joined (as many as the shortest chunk list has); an input without
-        chunks (empty) gives one empty hypothesis."""
-        if not chunks:
+    def _join(self, units: list[list[_Hyp]]) -> list[_Hyp]:
+        """The n-best list of one input from those of its units: the k-th hypotheses of
+        every unit joined (as many as the shortest unit list has); an input without
+        units (empty) gives one empty hypothesis."""
+        if not units:
             return [_Hyp([[]])]
-        if len(chunks) == 1:
-            return chunks[0]
+        if len(units) == 1:
+            return units[0]
         joined = []
-        for k in range(min(len(c) for c in chunks)):
-            parts = [c[k] for c in chunks]
+        for k in range(min(len(u) for u in units)):
+            parts = [u[k] for u in units]
             joined.append(_Hyp([c for p in parts for c in p.chunks], sum(p.logprob for p in parts),
                                sum(p.positions for p in parts)))
         return joined

@@ -153,10 +153,10 @@ def _add_algo_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add_io_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-i", "--input", metavar="IN", help="input file, one sentence per line (default: stdin)")
+    p.add_argument("-i", "--input", metavar="IN", help="input file, one text per line, one or more sentences each (default: stdin)")
     p.add_argument("-o", "--output", metavar="OUT", help="output file (default: stdout)")
     p.add_argument("--batch-size", type=positive_int, default=32, metavar="N",
-                   help="sentences per batch (default 32); sentences are sorted by length inside each block")
+                   help="sentences per batch (default 32); the sentences of a block of lines are sorted by length")
     p.add_argument("--workers", type=positive_int, default=1, metavar="N",
                    help="N processes over contiguous shards of the input, each with --threads threads; output in "
                         "input order (reads the whole input first)")
@@ -175,10 +175,11 @@ def epilog(command: str) -> str:
     example = ('echo "A man rides a bike down the street." | fastdec translate' if command == "translate"
                else "fastdec correct -i essays.txt -o corrected.txt")
     return f"""\
-One output line per input line, in order{nbest}; an empty line gives an empty line.
-A line longer than the model's max_source_len is split at sentence (then word)
-boundaries, the parts are decoded and rejoined with a space, and a warning names the
-line on stderr. Output is written in whole lines only, whatever stops it.
+One output line per input line, in order{nbest}; an empty line (or one of only
+control characters) gives an empty line. Every line is split into sentences, each
+sentence is decoded on its own and the results are rejoined with single spaces; a
+single sentence longer than the model's max_source_len is cut between words, and a
+warning names the line on stderr. Output is written in whole lines only, whatever stops it.
 Exit status: 0 done; 1 error (model directory, files) or output closed early (e.g. by
 `| head`); 2 usage or invalid UTF-8 input (the error names the line); 130 interrupted.
 
@@ -193,8 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("translate", help="translate lines (stdin -> stdout by default)", epilog=epilog("translate"),
-                       description="Translate one sentence per line with a model directory (default: the "
-                                   "packaged En->De model and drafter).",
+                       description="Translate text line by line, sentence by sentence, with a model directory "
+                                   "(default: the packaged En->De model and drafter).",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_model_args(p, "translate", drafter=True)
     _add_algo_args(p)
@@ -203,8 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("correct", help="correct lines with IAD (input-guided aggressive decoding)",
                        epilog=epilog("correct"), formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="Correct one sentence per line with a correction model (default: the packaged "
-                                   "uk-gec), decoding with IAD (output identical to greedy).")
+                       description="Correct text line by line, sentence by sentence, with a correction model "
+                                   "(default: the packaged uk-gec), decoding with IAD (output identical to greedy).")
     _add_model_args(p, "correct", drafter=False)
     _add_io_args(p)
     p.set_defaults(run=run_translate, role="correct")
@@ -398,7 +399,8 @@ def _one_line(text: str) -> str:
 def translate_block(translator: Translator, lines: list[Line], options: DecodeOptions
                     ) -> tuple[list[str], DecodeStats, list[str]]:
     """Output lines (with their newlines) for a block of input lines, the block's
-    statistics, and a warning per line that had to be split (naming its line number)."""
+    statistics, and a warning per line with a sentence that had to be cut (naming its
+    line number)."""
     texts = [line.text for line in lines]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", LongInputWarning)
@@ -407,9 +409,9 @@ def translate_block(translator: Translator, lines: list[Line], options: DecodeOp
     for w in caught:
         if isinstance(w.message, LongInputWarning):
             m = w.message
-            notes.append(f"line {lines[m.index].number}: {m.n_ids} source tokens exceed the model's "
-                         f"max_source_len {m.limit}; split into {m.chunks} parts, translated separately and "
-                         f"joined with a space")
+            notes.append(f"line {lines[m.index].number}: a sentence of {m.n_ids} source tokens exceeds the "
+                         f"model's max_source_len {m.limit}; cut between words into {m.chunks} parts, "
+                         f"translated separately and joined with a space")
         else:
             notes.append(str(w.message))
     out = []

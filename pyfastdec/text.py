@@ -1,30 +1,87 @@
-"""Text <-> ids for the API and CLI: the model directory's sentencepiece model, and the
-splitting of sources longer than a model's max_source_len into chunks that fit.
+"""Text <-> ids for the API and CLI: the model directory's sentencepiece model, the
+cleaning of control characters, and the splitting of every input line into sentences.
 
-A model is trained on sources of at most max_source_len ids (EOS included); feeding it
-more would either be refused or silently cut by a lesser engine. Instead a long source
-is split where a human would split it — between sentences — and only a single sentence
-that alone is too long is cut between words (between pieces as a last resort). Every id
-of the source lands in exactly one chunk, in order, so nothing is ever dropped.
+The models are trained on single sentences, so a line is decoded sentence by sentence:
+given several sentences at once a model translates the first and drops the rest. Each
+sentence becomes one decoding unit; only a sentence longer than max_source_len on its own
+is cut, between words (between pieces as a last resort). Every id of the line lands in
+exactly one unit, in order, so nothing is ever dropped, and the outputs of a line's
+units are rejoined in order with single spaces.
+
+Sentence boundaries (split_sentences) are a small rule set, not a trained splitter:
+a sentence ends at . ! ? … (optionally followed by closing quotes or brackets) before
+whitespace, or at the CJK full stops 。！？, which need no space after them. A single
+"." followed by whitespace does not end a sentence when the word before it is
+  - a title or abbreviation of _ABBREVIATIONS ("Mr.", "Dr.", "vs.", "вул."),
+  - an initial: one upper-case letter other than "I" ("J. R. R. Tolkien", "Т. Шевченко"),
+  - letters joined by dots ("e.g.", "i.e.", "U.S.", "z.B.", "т.д."),
+  - one of _BEFORE_NUMBERS and the next word starts with a digit ("No. 5", "p. 12").
+A "." inside a number ("3.5", "1.000") has no whitespace after it and never splits.
+There is deliberately no "the next word must be capitalised" rule: learner text (what a
+correction model reads) often lacks the capital, and a missed boundary can lose a
+sentence, while an extra one only costs the model a little context.
 """
 from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from pathlib import Path
 
 import sentencepiece
 
-# A sentence ends at . ! ? … (optionally followed by closing quotes or brackets) before
-# whitespace, or at the CJK full stops, which need no space after them.
-_SENTENCE_END = re.compile(r"(?<=[.!?…][\"'”’»)\]])\s+|(?<=[.!?…])\s+|(?<=[。！？])")
+# A candidate boundary: terminal punctuation (group 1), closing quotes or brackets, then
+# whitespace; or a CJK full stop with optional whitespace.
+_CANDIDATE = re.compile(r"([.!?…]+)[\"'”’»)\]]*\s+|[。！？]\s*")
+# Words that a single "." after them does not end (case-sensitive, as written).
+_ABBREVIATIONS = frozenset(
+    "Mr Mrs Ms Dr Prof Sr Jr St Mt Capt Col Gen Lt Sgt Rev Hon vs cf ca approx incl esp "
+    "проф акад доц вул просп ім напр див".split())
+# Words that "." after them does not end when a number follows ("No. 5", "Fig. 3").
+_BEFORE_NUMBERS = frozenset("No Nr no nr Art art Fig fig Vol vol pp Ch ch Sec sec арт рис стор".split())
+_DOTTED_LETTERS = re.compile(r"[^\W\d_](\.[^\W\d_])+")  # e.g / U.S / т.д (final "." excluded)
+_OPENING = "\"'“‘«([{¿¡"
 WORD_START = "\u2581"  # sentencepiece's word-boundary marker "▁"
 
 
+def clean_text(text: str) -> str:
+    """`text` with every control character (Unicode category Cc: C0, DEL, C1; tabs and
+    line breaks included) replaced by a space.
+
+    Sentencepiece would turn NUL or a C1 control into <unk> (which the model renders as
+    invented words) and silently delete ESC or DEL, gluing the words on either side
+    together ("a<ESC>b" -> "ab"); a space does neither, and the tokenizer collapses extra
+    spaces. A line of nothing but control characters and whitespace becomes blank."""
+    if text.isprintable():  # the common case: no control character at all
+        return text
+    return "".join(" " if unicodedata.category(c) == "Cc" else c for c in text)
+
+
+def _keeps_going(text: str, dot: int, after: int) -> bool:
+    """Whether the single "." at text[dot], followed by whitespace up to text[after],
+    belongs to an abbreviation rather than ending a sentence."""
+    start = dot
+    while start > 0 and not text[start - 1].isspace():
+        start -= 1
+    word = text[start:dot].lstrip(_OPENING)
+    if word in _ABBREVIATIONS or _DOTTED_LETTERS.fullmatch(word):
+        return True
+    if len(word) == 1 and word.isalpha() and word.isupper() and word != "I":
+        return True  # an initial
+    return word in _BEFORE_NUMBERS and after < len(text) and text[after].isdigit()
+
+
 def split_sentences(text: str) -> list[str]:
-    """The sentences of one line of text (no empty ones); joining them with single
-    spaces gives the text back up to whitespace."""
-    return [s for s in (part.strip() for part in _SENTENCE_END.split(text)) if s]
+    """The sentences of one line of text (no empty ones; see the module docstring for the
+    rules); joining them with single spaces gives the text back up to whitespace."""
+    sentences, start = [], 0
+    for m in _CANDIDATE.finditer(text):
+        if m.group(1) == "." and _keeps_going(text, m.start(1), m.end()):
+            continue
+        sentences.append(text[start:m.end()].strip())
+        start = m.end()
+    sentences.append(text[start:].strip())
+    return [s for s in sentences if s]
 
 
 class Tokenizer:
@@ -69,27 +126,13 @@ def cut_ids(ids: list[int], limit: int, starts_word) -> list[list[int]]:
     return chunks
 
 
-def split_to_fit(text: str, tokenizer: Tokenizer, max_ids: int) -> list[list[int]]:
-    """The source ids (without EOS) of `text` in chunks of at most `max_ids` ids each.
-
-    One chunk (the plain encoding) when it fits. Otherwise consecutive sentences are
-    packed into chunks greedily, and a sentence too long on its own is cut between words.
-    """
-    ids = tokenizer.encode(text)
-    if len(ids) <= max_ids:
-        return [ids]
-    chunks: list[list[int]] = []
-    current: list[int] = []
+def sentence_units(text: str, tokenizer: Tokenizer, max_ids: int) -> list[list[list[int]]]:
+    """The source ids (without EOS) of every sentence of `text`, in order, each as a list
+    of chunks of at most `max_ids` ids: one chunk for a sentence that fits, several cut
+    between words (cut_ids) for one that alone is too long."""
+    units = []
     for sentence in split_sentences(text):
-        sentence_ids = tokenizer.encode(sentence)
-        if current and len(current) + len(sentence_ids) <= max_ids:
-            current += sentence_ids
-            continue
-        if current:
-            chunks.append(current)
-        pieces = cut_ids(sentence_ids, max_ids, tokenizer.starts_word)
-        chunks += pieces[:-1]
-        current = pieces[-1]
-    if current:
-        chunks.append(current)
-    return chunks
+        ids = tokenizer.encode(sentence)
+        if ids:
+            units.append(cut_ids(ids, max_ids, tokenizer.starts_word) if len(ids) > max_ids else [ids])
+    return units

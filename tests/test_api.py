@@ -27,7 +27,7 @@ from pyfastdec.backends.base import StepOut, Want  # noqa: E402
 from pyfastdec.backends.native import NativeBackend  # noqa: E402
 from pyfastdec.decoding import beam_search, default_max_len, greedy  # noqa: E402
 from pyfastdec.model_dir import ModelDirError  # noqa: E402
-from pyfastdec.text import Tokenizer, cut_ids, split_sentences, split_to_fit  # noqa: E402
+from pyfastdec.text import Tokenizer, cut_ids, sentence_units, split_sentences  # noqa: E402
 
 torch.set_num_threads(1)  # the machine's cores are shared
 BOS, EOS = 2, 3
@@ -231,25 +231,26 @@ def test_text_splitting_helpers(models):
     assert sum(chunks, []) == ids
     tok = Tokenizer(models["spm"])
     text = " ".join(sentences(6, seed=6))
-    parts = split_to_fit(text, tok, 15)
-    assert all(0 < len(p) <= 15 for p in parts) and len(parts) > 1
-    assert " ".join(tok.decode(p) for p in parts) == normalised(tok, text)
+    units = sentence_units(text, tok, 15)
+    assert len(units) == 6  # one unit per sentence, some cut into several chunks
+    assert all(0 < len(c) <= 15 for u in units for c in u) and any(len(u) > 1 for u in units)
+    assert " ".join(tok.decode(c) for u in units for c in u) == normalised(tok, text)
 
 
-def test_long_inputs_are_split_at_sentences_with_a_warning(models, monkeypatch):
+def test_every_sentence_is_a_unit_and_only_a_long_sentence_warns(models, monkeypatch):
     t = Translator(models["short"], threads=1, compute_type="float32")
     tok = t.tokenizer
     parts = ["a man runs .", "the girl sits .", "two dogs ."]  # each fits, no two together
     assert all(len(tok.encode(p)) + 1 <= SHORT_SOURCE < len(tok.encode(a + " " + b)) + 1
                for p, a, b in zip(parts, parts, parts[1:]))
     long_text = " ".join(parts)
-    with pytest.warns(LongInputWarning, match=r"input 1: \d+ source tokens exceed the model's max_source_len 16"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # sentences that fit one by one are not cut: no warning
         out = t.translate(["a dog .", long_text, ""], algo="greedy")
     assert out[1] == " ".join(o for o in t.translate(parts, algo="greedy") if o)
-    copying(t, monkeypatch)
-    with pytest.warns(LongInputWarning) as caught:
-        assert t.translate(long_text, algo="greedy") == normalised(tok, long_text)
-    assert caught[0].message.index == 0 and caught[0].message.chunks == 3
+    fake = copying(t, monkeypatch)
+    assert t.translate(long_text, algo="greedy") == normalised(tok, long_text)
+    assert [tok.decode(s[:-1]) for s in fake.encoded] == parts  # one unit per sentence, in order
 
 
 def test_a_long_sentence_is_cut_between_words(models, monkeypatch):

@@ -88,15 +88,17 @@ def test_nbest_format(models, translator, tmp_path, capsys):
     assert [int(i) for i, _, _ in rows].count(1) == 1  # an empty line has one (empty) hypothesis
 
 
-def test_long_line_is_split_with_a_warning_naming_the_line(models, tmp_path, capsys):
-    parts = ["a man runs .", "the girl sits .", "two dogs ."]
-    src = write_lines(tmp_path / "in.txt", ["a dog .", "", " ".join(parts)])
+def test_long_sentence_is_cut_with_a_warning_naming_the_line(models, tmp_path, capsys):
+    parts = ["a man runs .", "the girl sits .", "two dogs ."]  # fit one by one: no warning
+    long_sentence = "two big red dogs run in the green park with a small girl near the blue water"
+    src = write_lines(tmp_path / "in.txt", ["a dog .", "", " ".join(parts), long_sentence])
     short = ["-m", str(models["short"]), "--threads", "1", "--compute-type", "float32"]
     assert cli.main(["translate", *short, "-i", str(src)]) == 0
     out, err = capsys.readouterr()
-    assert len(out.splitlines()) == 3
-    assert re.search(rf"fastdec: warning: line 3: \d+ source tokens exceed the model's max_source_len "
-                     rf"{SHORT_SOURCE}; split into 3 parts", err)
+    assert len(out.splitlines()) == 4
+    assert re.search(rf"fastdec: warning: line 4: a sentence of \d+ source tokens exceeds the model's "
+                     rf"max_source_len {SHORT_SOURCE}; cut between words into \d+ parts", err)
+    assert "line 3" not in err
 
 
 def test_invalid_utf8_in_a_file_names_the_line_and_writes_nothing(models, tmp_path, capsys):
