@@ -249,7 +249,9 @@ class Translator:
 
     def correct(self, texts: Sequence[str] | str, batch_size: int = 32, return_stats: bool = False):
         """Correct `texts` with input-guided aggressive decoding (IAD; = greedy output):
-        meant for a correction model, whose output mostly copies its input."""
+        meant for a correction model, whose output mostly copies its input. Sentence by
+        sentence, as translate: the shipped uk-gec, given whole lines of 2-6 UA-GEC test
+        sentences, returned 736 of 946 sentences (every sentence, split first)."""
         return self.translate(texts, algo="iad", batch_size=batch_size, return_stats=return_stats)
 
     # ---- internals
