@@ -153,7 +153,8 @@ def _add_algo_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add_io_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-i", "--input", metavar="IN", help="input file, one text per line, one or more sentences each (default: stdin)")
+    p.add_argument("-i", "--input", metavar="IN",
+                   help="input file, one text per line, one or more sentences each (default: stdin)")
     p.add_argument("-o", "--output", metavar="OUT", help="output file (default: stdout)")
     p.add_argument("--batch-size", type=positive_int, default=32, metavar="N",
                    help="sentences per batch (default 32); the sentences of a block of lines are sorted by length")

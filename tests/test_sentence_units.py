@@ -37,7 +37,8 @@ LONG_PARAGRAPH = 36  # sentences in the paragraph that exceeds max_source_len
      ["J. R. R. Tolkien wrote it.", "So did I.", "Then we left."]),  # "I." is no initial
     ("It costs 3.5 euros. Fine.", ["It costs 3.5 euros.", "Fine."]),
     ("See No. 5 today. No. Not today.", ["See No. 5 today.", "No.", "Not today."]),
-    ('He said "Stop." Then "Why?" (Really.) Yes…  ok', ['He said "Stop."', 'Then "Why?"', "(Really.)", "Yes…", "ok"]),
+    ('He said "Stop." Then "Why?" (Really.) Yes…  ok',
+     ['He said "Stop."', 'Then "Why?"', "(Really.)", "Yes…", "ok"]),
     ("A sign says E.S.E. Electronics. It is red.", ["A sign says E.S.E. Electronics.", "It is red."]),
     ("Т. Шевченко жив на вул. Хрещатик. Це зробив я. Потім пішов!",
      ["Т. Шевченко жив на вул. Хрещатик.", "Це зробив я.", "Потім пішов!"]),
