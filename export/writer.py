@@ -7,7 +7,10 @@ weight of the encoder and decoder layers by `<linear>.weight` int8 [out, in] plu
 activation multipliers in config.json "quantization".
 
 The reader refuses, naming the file and field or tensor, anything it does not
-understand: unknown format/version, missing or unexpected tensors, wrong shape or dtype.
+understand: unknown format/version, missing or unexpected tensors, wrong shape or dtype;
+it first loads the directory with pyfastdec.model_dir.ModelDir.load, so it refuses
+everything pyfastdec refuses (checksums, non-finite weights, ...) with the same message.
+Every written directory carries config.json "checksum" (export/rehash.py).
 """
 from __future__ import annotations
 
@@ -19,7 +22,10 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from pyfastdec.model_dir import ModelDir
+
 from .modeling import ModelConfig, Seq2Seq
+from .rehash import rehash
 from .vocab import load_vocab
 
 CONFIG, WEIGHTS, SPM = "config.json", "model.safetensors", "spm.model"
@@ -84,6 +90,9 @@ def write_model_dir(model: Seq2Seq, spm_model: bytes | str | Path, out: str | Pa
     else:
         shutil.copyfile(spm_model, out / SPM)
     load_vocab(out / SPM)  # refuses a vocabulary with other special ids
+    # Records the files' checksums, then loads the directory as pyfastdec will: a writer
+    # that produced anything the reader refuses (a NaN weight, say) fails here, not later.
+    rehash(out)
     return out
 
 
@@ -113,6 +122,7 @@ def read_model_dir(path: str | Path, simulate_int8: bool = False) -> tuple[Seq2S
     (clamp(round(x * m), ±127) / m), as the engine's int8 GEMM sees it.
     """
     path = Path(path)
+    ModelDir.load(path)  # the inference side's validation, checksums included
     cfg = read_config(path)
     wfile = path / WEIGHTS
     if not wfile.is_file():

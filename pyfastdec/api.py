@@ -202,10 +202,10 @@ class Translator:
             raise ValueError(f"threads must be >= 1, got {threads}")
         self.model_dir, self.drafter_dir = load_checked(model, drafter, self._role, compute_type)
         self.threads = int(threads) if threads else default_threads()
-        self.verifier = NativeBackend(self.model_dir.path, threads=self.threads, shortlist=shortlist)
+        self.verifier = NativeBackend(self.model_dir, threads=self.threads, shortlist=shortlist)
         self.drafter = None
         if self.drafter_dir is not None:
-            self.drafter = NativeBackend(self.drafter_dir.path, threads=self.threads, shortlist=shortlist)
+            self.drafter = NativeBackend(self.drafter_dir, threads=self.threads, shortlist=shortlist)
         self.tokenizer = Tokenizer(self.model_dir.spm_path)
         self.eos = self.verifier.tokens["eos"]
         limits = [self.model_dir.config.max_source_len]

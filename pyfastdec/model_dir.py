@@ -3,7 +3,9 @@
 A model directory holds config.json, model.safetensors and spm.model. `ModelDir.load`
 validates all three against the format before anything uses them, so an engine never
 sees a directory it does not understand: every refusal is a ModelDirError whose message
-reads "<file>: <field or tensor>: what is wrong (expected ...)".
+reads "<file>: <field or tensor>: what is wrong (expected ...)". Beyond structure it
+checks what damage breaks: values (finite, bounded: check_values), keys given twice in
+config.json, and, when config.json has a "checksum", the content of all three files.
 
 Only numpy, sentencepiece and the standard library are used (pyfastdec's run-time
 dependencies); the training-side writer and reader live in export/writer.py. The tensor
@@ -13,7 +15,9 @@ and must agree with export.modeling's state_dict (tests/test_model_dir.py checks
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import re
 import math
 import os
 from dataclasses import dataclass
@@ -39,11 +43,27 @@ TOKEN_NAMES = ("pad", "unk", "bos", "eos", "mask")
 MASK_PIECE = "<mask>"  # the drafter placeholder's piece in spm.model (export/vocab.py)
 
 CONFIG_FIELDS = ("format", "version", "arch", "d_model", "head_dim", "vocab_size", "norm", "activation",
-                 "encoder", "decoder", "tokens", "max_source_len", "block_size", "quantization")
+                 "encoder", "decoder", "tokens", "max_source_len", "block_size", "quantization", "checksum")
+# config.json "checksum" (optional): sha256 of each file's bytes, and of config.json's own
+# canonical content (CHECKSUM_CONFIG) without the checksum field; see config_digest.
+CHECKSUM_CONFIG = "config"
+CHECKSUM_KEYS = (CHECKSUM_CONFIG, "model.safetensors", "spm.model")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 QUANT_WEIGHTS, QUANT_WEIGHT_SCALE, QUANT_ACTIVATIONS = "int8", "per_output_channel", "int8_static_per_tensor"
 
 F32 = np.dtype("<f4")
 I8 = np.dtype("i1")
+
+# Magnitude bounds that no trained model comes near but a damaged file easily exceeds
+# (export/FORMAT.md, "Validation at load"). Adam moves a weight by about lr per step, so
+# even 1e6 steps at lr 1e-3 stay under 1e3; the shipped models' largest |w| is 1.5.
+MAX_ABS_WEIGHT = 1e4
+# An int8 row dequantizes to q * weight_scale with |q| <= 127, bounded like float weights.
+MAX_WEIGHT_SCALE = MAX_ABS_WEIGHT / 127
+# Activation multipliers m = 127 / max|A| (shipped models: 13 to 45). The bounds allow a
+# calibrated max|A| from 1.27e-4 to 1.27e6, four decades beyond either end of what trained
+# models show; outside them every input saturates at +-127 or rounds to 0.
+MIN_ACTIVATION_SCALE, MAX_ACTIVATION_SCALE = 1e-4, 1e6
 
 
 class ModelDirError(ValueError):
@@ -85,6 +105,7 @@ class ModelConfig:
     max_source_len: int
     block_size: Optional[int]
     quantization: Optional[Quantization]
+    checksum: Optional[dict[str, str]] = None  # CHECKSUM_KEYS -> "sha256:<hex>"
 
 
 def _show(value: Any) -> str:
@@ -185,13 +206,49 @@ def _parse_quantization(r: _ConfigReader, value: Any, linears: list[str]) -> Qua
         if name not in scales:
             raise r.fail(f"{q}activation_scales.{name}", "missing (expected a multiplier for every quantized linear)")
         m = scales[name]
-        if not isinstance(m, (int, float)) or isinstance(m, bool) or not math.isfinite(m) or m <= 0:
-            raise r.fail(f"{q}activation_scales.{name}", f"{_show(m)} (expected a finite number > 0)")
+        if (not isinstance(m, (int, float)) or isinstance(m, bool) or not math.isfinite(m)
+                or not MIN_ACTIVATION_SCALE <= m <= MAX_ACTIVATION_SCALE):
+            raise r.fail(f"{q}activation_scales.{name}", f"{_show(m)} (expected a finite number from "
+                         f"{MIN_ACTIVATION_SCALE:g} to {MAX_ACTIVATION_SCALE:g}: m = 127 / max|input|)")
         checked[name] = float(m)
     calibration = value.get("calibration")
     if calibration is not None and not isinstance(calibration, dict):
         raise r.fail(f"{q}calibration", f"{_show(calibration)} (expected an object or null)")
     return Quantization(weights, weight_scale, activations, checked, calibration)
+
+
+def config_digest(obj: dict) -> str:
+    """"sha256:<hex>" of a decoded config.json without its "checksum" field, in a canonical
+    form (sorted keys, no whitespace), so re-indenting or reordering keeps it and any
+    changed value breaks it."""
+    content = {key: value for key, value in obj.items() if key != "checksum"}
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def file_digest(data: Any) -> str:
+    """"sha256:<hex>" of a bytes-like object (bytes, a memory map)."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _parse_checksum(r: _ConfigReader, value: Any) -> dict[str, str]:
+    expected = "an object with " + ", ".join(f'"{k}": "sha256:<64 hex digits>"' for k in CHECKSUM_KEYS)
+    if not isinstance(value, dict):
+        raise r.fail("checksum", f"{_show(value)} (expected {expected})")
+    r.only(value, CHECKSUM_KEYS, "checksum.")
+    for key in CHECKSUM_KEYS:
+        digest = r.field(value, key, "checksum.", '"sha256:<64 hex digits>"')
+        if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+            raise r.fail(f"checksum.{key}", f"{_show(digest)} (expected \"sha256:<64 lowercase hex digits>\")")
+    return dict(value)
+
+
+def checksum_mismatch(where: Any, field: str, key: str, expected: str, actual: str,
+                      config_path: Any) -> ModelDirError:
+    """The refusal for content that differs from config.json checksum.<key>."""
+    return ModelDirError(f"{where}: {field}: content is {actual} (expected {expected} of {config_path} "
+                         f"checksum.{key}: damaged or replaced since it was written; if changed on purpose, "
+                         f"record the new content with python -m export.rehash DIR)")
 
 
 def parse_config(obj: Any, where: str = CONFIG_FILE) -> ModelConfig:
@@ -243,25 +300,74 @@ def parse_config(obj: Any, where: str = CONFIG_FILE) -> ModelConfig:
     quant_value = r.field(obj, "quantization", "", "null or an int8 quantization object")
     config = ModelConfig(arch, d_model, head_dim, vocab_size, norm, activation, encoder_layers, decoder_layers,
                          decoder_self, tokens, max_source_len, block_size, quantization=None)
-    if quant_value is None:
+    if quant_value is not None:
+        # Which linears need an activation scale depends on the shapes parsed above.
+        config = dataclasses.replace(config, quantization=_parse_quantization(r, quant_value, quantized_linears(config)))
+    if "checksum" not in obj:  # optional: hand-built directories have none
         return config
-    # Which linears need an activation scale depends on the shapes parsed above.
-    return dataclasses.replace(config, quantization=_parse_quantization(r, quant_value, quantized_linears(config)))
+    checksum = _parse_checksum(r, obj["checksum"])
+    # Last, so a bad value is reported as itself; this catches what no field rule can,
+    # such as heads and head_dim swapped (the tensor shapes only hold their product).
+    actual = config_digest(obj)
+    if actual != checksum[CHECKSUM_CONFIG]:
+        raise checksum_mismatch(where, "checksum.config", CHECKSUM_CONFIG, checksum[CHECKSUM_CONFIG], actual, where)
+    return dataclasses.replace(config, checksum=checksum)
 
 
-def read_config(path: str | os.PathLike) -> ModelConfig:
-    """Read and validate a config.json file."""
+class _Object(dict):
+    """A decoded JSON object that remembers the first key it held twice."""
+
+    duplicate: Optional[str] = None
+
+
+def _keep_duplicates(pairs: list[tuple[str, Any]]) -> _Object:
+    out = _Object()
+    for key, value in pairs:
+        if key in out and out.duplicate is None:
+            out.duplicate = key
+        out[key] = value
+    return out
+
+
+def _first_duplicate(value: Any, where: str = "") -> Optional[str]:
+    """Path (as in error messages: a.b[1].c) of the first key held twice, outermost first."""
+    if isinstance(value, _Object):
+        if value.duplicate is not None:
+            return where + value.duplicate
+        items = ((f"{where}{key}.", item) for key, item in value.items())
+    elif isinstance(value, list):
+        items = ((f"{where[:-1]}[{i}].", item) for i, item in enumerate(value))
+    else:
+        return None
+    for prefix, item in items:
+        found = _first_duplicate(item, prefix)
+        if found is not None:
+            return found
+    return None
+
+
+def load_config_json(path: str | os.PathLike) -> dict:
+    """config.json decoded, refusing what json.loads would accept silently: a key twice in
+    one object (json.loads keeps the last value; other readers keep the first)."""
     path = Path(path)
     raw = _read_bytes(path)
     try:
-        obj = json.loads(raw.decode("utf-8"))
+        obj = json.loads(raw.decode("utf-8"), object_pairs_hook=_keep_duplicates)
     except UnicodeDecodeError as err:
         raise ModelDirError(f"{path}: (file): not valid UTF-8 at byte {err.start} (expected UTF-8 JSON)") from None
     except RecursionError:
         raise ModelDirError(f"{path}: (file): JSON nested too deeply (expected a config object)") from None
     except ValueError as err:
         raise ModelDirError(f"{path}: (file): not valid JSON: {err}") from None
-    return parse_config(obj, str(path))
+    duplicate = _first_duplicate(obj)
+    if duplicate is not None:
+        raise ModelDirError(f"{path}: {duplicate}: duplicate key (expected each key once per object)")
+    return obj
+
+
+def read_config(path: str | os.PathLike) -> ModelConfig:
+    """Read and validate a config.json file (its own checksum included, when it has one)."""
+    return parse_config(load_config_json(path), str(path))
 
 
 # ----------------------------------------------------------------------------- tensor table
@@ -370,14 +476,45 @@ def check_tensors(header: safetensors_io.Header, config: ModelConfig) -> None:
             raise ModelDirError(f"{where}: {name}: shape {list(info.shape)} (expected {list(shape)})")
 
 
+def check_values(tensors: dict[str, np.ndarray], where: Any) -> None:
+    """Every float32 tensor finite and within +-MAX_ABS_WEIGHT; every int8 row scale in
+    (0, MAX_WEIGHT_SCALE]. About 1 ms for a 15 MB model: worth it at every load."""
+    for name, array in tensors.items():
+        if array.dtype != F32 or array.size == 0:
+            continue
+        is_scale = name.endswith(".weight_scale")
+        # min and max propagate NaN, so two passes without a temporary catch NaN, Inf and
+        # out-of-range values alike (every comparison with NaN is false).
+        low, high = array.min(), array.max()
+        if (low > 0 if is_scale else low >= -MAX_ABS_WEIGHT) and high <= (MAX_WEIGHT_SCALE if is_scale else MAX_ABS_WEIGHT):
+            continue
+        if is_scale:
+            ok, expected = (array > 0) & (array <= MAX_WEIGHT_SCALE), f"finite scales > 0 and <= {MAX_WEIGHT_SCALE:.4g}"
+        else:
+            ok, expected = np.abs(array) <= MAX_ABS_WEIGHT, f"finite values within +-{MAX_ABS_WEIGHT:g}"
+        bad = ~ok
+        first = np.unravel_index(int(np.argmax(bad)), array.shape)
+        raise ModelDirError(f"{where}: {name}: {str(array[first])} at {list(map(int, first))}, {int(bad.sum())} such "
+                            f"value(s) in all (expected {expected})")
+
+
 # ----------------------------------------------------------------------------- sentencepiece
 def check_spm(spm_path: Path, config: ModelConfig, config_path: Path) -> None:
-    """spm.model has vocab_size pieces and the special ids of config.json "tokens"."""
-    if sentencepiece is None:  # pragma: no cover - sentencepiece is a run-time dependency
-        return
+    """spm.model has vocab_size pieces, the special ids of config.json "tokens", and the
+    content of config.json checksum."spm.model" when there is one."""
+    data = _read_bytes(spm_path)
+    if sentencepiece is not None:  # a run-time dependency; absent only in minimal environments
+        _check_spm_pieces(data, spm_path, config, config_path)
+    if config.checksum is not None:
+        actual, expected = file_digest(data), config.checksum[SPM_FILE]
+        if actual != expected:
+            raise checksum_mismatch(spm_path, "(content)", SPM_FILE, expected, actual, config_path)
+
+
+def _check_spm_pieces(data: bytes, spm_path: Path, config: ModelConfig, config_path: Path) -> None:
     sp = sentencepiece.SentencePieceProcessor()
     try:
-        sp.Load(str(spm_path))
+        sp.LoadFromSerializedProto(data)
     except Exception as err:  # noqa: BLE001 - sentencepiece raises assorted types for a bad model
         raise ModelDirError(f"{spm_path}: (file): not a sentencepiece model ({err})") from None
     pieces = sp.GetPieceSize()
@@ -434,7 +571,14 @@ class ModelDir:
         try:
             header = safetensors_io.read_header(weights_path)
             check_tensors(header, config)
-            tensors = safetensors_io.map_tensors(header)
+            mapping = safetensors_io.map_file(header)
+            if config.checksum is not None:
+                # Hashes the very mapping the tensors view, so what is checked is what runs.
+                actual, expected = file_digest(mapping), config.checksum[WEIGHTS_FILE]
+                if actual != expected:
+                    raise checksum_mismatch(weights_path, "(content)", WEIGHTS_FILE, expected, actual, config_path)
+            tensors = safetensors_io.map_tensors(header, mapping)
+            check_values(tensors, weights_path)
         except ModelDirError:
             raise
         except ValueError as err:  # safetensors_io's messages already name file and field

@@ -234,21 +234,29 @@ def read_header(path: str | os.PathLike) -> Header:
         return _read_header_from(path, f)
 
 
-def map_tensors(header: Header) -> dict[str, np.ndarray]:
-    """Read-only numpy views of every tensor of a validated header, over one memory map."""
+def map_file(header: Header) -> np.memmap:
+    """A read-only memory map of the whole file of a validated header (header bytes included,
+    so hashing it gives the file's checksum), refused if the file changed size since."""
+    size = os.path.getsize(header.path)
+    if size != header.file_size:
+        raise _fail(header.path, "file size", f"{size} bytes, but {header.file_size} when its header was read "
+                                              f"(file changed while loading)")
+    return np.memmap(header.path, dtype=np.uint8, mode="r")
+
+
+def map_tensors(header: Header, mapping: Optional[np.memmap] = None) -> dict[str, np.ndarray]:
+    """Read-only numpy views of every tensor of a validated header, over one memory map
+    (`mapping`, from map_file, or a new one)."""
     for info in header.tensors.values():
         try:
             numpy_dtype(info.dtype)
         except ValueError as err:
             raise _fail(header.path, info.name, str(err)) from None
-    size = os.path.getsize(header.path)
-    if size != header.file_size:
-        raise _fail(header.path, "file size", f"{size} bytes, but {header.file_size} when its header was read "
-                                              f"(file changed while loading)")
-    if not header.tensors:
-        return {}
+    if mapping is None:
+        if not header.tensors:
+            return {}
+        mapping = map_file(header)
     # np.memmap keeps the mapping alive for as long as any view below references it.
-    mapping = np.memmap(header.path, dtype=np.uint8, mode="r")
     out: dict[str, np.ndarray] = {}
     for info in header.tensors.values():
         raw = mapping[header.data_start + info.begin: header.data_start + info.end]

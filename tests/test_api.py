@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch", reason="the tiny models need the 'test' ext
 
 import pyfastdec  # noqa: E402
 from export.calibrate import calibrate  # noqa: E402
+from export.rehash import rehash  # noqa: E402
 from export.tiny import random_sources, synthetic_sentences, tiny_model, tiny_spm  # noqa: E402
 from export.vocab import train_vocab  # noqa: E402
 from export.writer import write_model_dir  # noqa: E402
@@ -58,6 +59,7 @@ def models(tmp_path_factory):
     config = json.loads((short / "config.json").read_text())
     config["max_source_len"] = SHORT_SOURCE
     (short / "config.json").write_text(json.dumps(config))
+    rehash(short)  # an edit on purpose: record it, or the config checksum refuses the copy
     paths["short"] = short
     pairs = [(s[:-1], s[:-1][::-1]) for s in random_sources(20, seed=12)]
     paths["int8"] = write_model_dir(model, spm, root / "int8", act_scales=calibrate(model, pairs), int8=True)

@@ -92,7 +92,7 @@ def test_refuses_unknown_version(spm, tmp_path):
     cfg = json.loads((d / "config.json").read_text())
     cfg["version"] = 2
     (d / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ValueError, match=r"config\.json: field 'version' is 2"):
+    with pytest.raises(ValueError, match=r"config\.json: version: unsupported version 2"):
         read_model_dir(d)
 
 
@@ -101,7 +101,7 @@ def test_refuses_missing_field(spm, tmp_path):
     cfg = json.loads((d / "config.json").read_text())
     del cfg["head_dim"]
     (d / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ValueError, match=r"config\.json: missing field 'head_dim'"):
+    with pytest.raises(ValueError, match=r"config\.json: head_dim: missing"):
         read_model_dir(d)
 
 
@@ -110,11 +110,11 @@ def test_refuses_missing_and_misshaped_tensors(spm, tmp_path):
     tensors = load_file(str(d / "model.safetensors"))
     name = "decoder.layers.1.ssru.wf.bias"
     save_file({k: v for k, v in tensors.items() if k != name}, str(d / "model.safetensors"))
-    with pytest.raises(ValueError, match=r"model\.safetensors: missing tensor decoder\.layers\.1\.ssru\.wf\.bias"):
+    with pytest.raises(ValueError, match=r"model\.safetensors: decoder\.layers\.1\.ssru\.wf\.bias: missing tensor"):
         read_model_dir(d)
     tensors["encoder.layers.0.ffn.fc1.weight"] = torch.zeros(3, 3)
     save_file(tensors, str(d / "model.safetensors"))
-    with pytest.raises(ValueError, match=r"tensor encoder\.layers\.0\.ffn\.fc1\.weight is torch.float32 \[3, 3\]"):
+    with pytest.raises(ValueError, match=r"model\.safetensors: encoder\.layers\.0\.ffn\.fc1\.weight: shape \[3, 3\]"):
         read_model_dir(d)
 
 
@@ -122,14 +122,14 @@ def test_refuses_truncated_weights(spm, tmp_path):
     d = written(spm, tmp_path)
     data = (d / "model.safetensors").read_bytes()
     (d / "model.safetensors").write_bytes(data[: len(data) // 2])
-    with pytest.raises(ValueError, match=r"model\.safetensors: unreadable"):
+    with pytest.raises(ValueError, match=r"model\.safetensors: .*\(file truncated\?\)"):
         read_model_dir(d)
 
 
 def test_refuses_vocab_mismatch(spm, tmp_path):
-    write_model_dir(tiny_model(vocab_size=48), spm, tmp_path / "m")
-    with pytest.raises(ValueError, match=r"spm\.model: 40 pieces.*'vocab_size' is 48"):
-        read_model_dir(tmp_path / "m")
+    # The writer loads what it wrote as pyfastdec will, so the mismatch is refused at once.
+    with pytest.raises(ValueError, match=r"spm\.model: vocabulary size: 40 pieces \(expected vocab_size 48"):
+        write_model_dir(tiny_model(vocab_size=48), spm, tmp_path / "m")
 
 
 def test_drafter_calibration_sees_mask_tokens():

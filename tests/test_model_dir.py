@@ -258,9 +258,9 @@ QUANT_CASES = [
     ("scale-missing", lambda q: q["activation_scales"].pop("decoder.layers.1.ffn.fc2"),
      r"quantization\.activation_scales\.decoder\.layers\.1\.ffn\.fc2: missing"),
     ("scale-nan", lambda q: q["activation_scales"].update({"encoder.layers.0.self_attn.q": float("nan")}),
-     r"quantization\.activation_scales\.encoder\.layers\.0\.self_attn\.q: NaN \(expected a finite number > 0\)"),
+     r"quantization\.activation_scales\.encoder\.layers\.0\.self_attn\.q: NaN \(expected a finite number from 0\.0001 to 1e\+06"),
     ("scale-zero", lambda q: q["activation_scales"].update({"encoder.layers.1.ffn.fc1": 0}),
-     r"quantization\.activation_scales\.encoder\.layers\.1\.ffn\.fc1: 0 \(expected a finite number > 0\)"),
+     r"quantization\.activation_scales\.encoder\.layers\.1\.ffn\.fc1: 0 \(expected a finite number from 0\.0001 to 1e\+06"),
     ("scale-unknown-linear", lambda q: q["activation_scales"].update({"decoder.layers.0.ssru.w": 3.0}),
      r"quantization\.activation_scales\.decoder\.layers\.0\.ssru\.w: not a quantized linear of this config"),
     ("weights-int4", lambda q: q.update({"weights": "int4"}), r"quantization\.weights: \"int4\" \(expected \"int8\"\)"),
@@ -578,8 +578,10 @@ def test_fuzz_bit_flips_are_refused_or_harmless(fuzz_dir):
             refusals += 1
             assert message.startswith(str(d / "model.safetensors") + ": "), message
     assert loads + refusals == 364
-    # Both outcomes must occur, or the fuzz exercised nothing: every data flip loads,
-    # every length-field flip must be refused.
+    # Both outcomes must occur, or the fuzz exercised nothing: data flips load (this
+    # directory has no checksum) unless they make a value non-finite or out of bounds,
+    # every length-field flip must be refused. tests/test_model_integrity.py checks that
+    # a checksummed directory refuses every data corruption.
     assert loads >= 100 and refusals >= 64 + 150, (loads, refusals)
 
 

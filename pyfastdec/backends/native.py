@@ -38,14 +38,18 @@ def engine_config(cfg: ModelConfig) -> dict:
 class NativeBackend:
     """One model directory on the native engine.
 
+    path: the directory, or a ModelDir already loaded (validated) from it: a loaded one is
+    not read again, which spares a second checksum pass over the weights.
     threads: intra-op threads (default: physical cores, or FASTDEC_THREADS).
     shortlist: True = use the directory's shortlist.bin if present; False = full
     vocabulary; a path = that shortlist file.
     """
 
-    def __init__(self, path: str | os.PathLike, threads: int | None = None,
+    def __init__(self, path: str | os.PathLike | ModelDir, threads: int | None = None,
                  shortlist: bool | str | os.PathLike = True):
-        self.model_dir = ModelDir.load(path)
+        # ModelDir instances only come from ModelDir.load, so the engine never sees an
+        # unvalidated directory either way.
+        self.model_dir = path if isinstance(path, ModelDir) else ModelDir.load(path)
         cfg = self.model_dir.config
         self.config = cfg
         self.tokens = dict(cfg.tokens)
@@ -55,7 +59,7 @@ class NativeBackend:
         scales = cfg.quantization.activation_scales if cfg.quantization else {}
         self.threads = threads or default_threads()
         self._model = _engine.Model(engine_config(cfg), self.model_dir.tensors, dict(scales), self.threads)
-        self.shortlist = self._load_shortlist(Path(path), shortlist)
+        self.shortlist = self._load_shortlist(self.model_dir.path, shortlist)
 
     def _load_shortlist(self, model_path: Path, shortlist) -> Shortlist | None:
         if shortlist is False or shortlist is None:

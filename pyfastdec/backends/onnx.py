@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from pyfastdec.backends.base import StepOut, Want
+from pyfastdec.model_dir import SPM_FILE, check_spm, read_config
 
 ENCODER_FILE, DECODER_FILE, CONFIG_FILE = "encoder.onnx", "decoder.onnx", "config.json"
 
@@ -75,19 +76,20 @@ class OnnxBackend:
         self._ort = ort
         onnx_dir = Path(onnx_dir)
         cfg_file = onnx_dir / CONFIG_FILE
-        try:
-            cfg = json.loads(cfg_file.read_text())
-        except (OSError, ValueError) as err:
-            raise ValueError(f"{cfg_file}: unreadable ({err})") from None
-        if cfg.get("arch") != "transformer":
-            raise ValueError(f"{cfg_file}: field 'arch' is {cfg.get('arch')!r}; only 'transformer' is exported")
-        self.tokens = dict(cfg["tokens"])
-        self.vocab_size = int(cfg["vocab_size"])
+        # The exported directory's config.json and spm.model are copies of the model
+        # directory's: validated as ModelDir.load validates them (their checksums
+        # included); the weights are the graphs, which onnxruntime checks itself.
+        cfg = read_config(cfg_file)
+        check_spm(onnx_dir / SPM_FILE, cfg, cfg_file)
+        if cfg.arch != "transformer":
+            raise ValueError(f"{cfg_file}: arch: {cfg.arch!r} (expected \"transformer\": only those are exported)")
+        self.tokens = dict(cfg.tokens)
+        self.vocab_size = cfg.vocab_size
         self.arch = "transformer"
         self.block_size = None
-        self.d_model, self.head_dim = int(cfg["d_model"]), int(cfg["head_dim"])
-        self.heads = [int(layer["heads"]) for layer in cfg["decoder"]["layers"]]
-        self.ssru = cfg["decoder"]["self"] == "ssru"
+        self.d_model, self.head_dim = cfg.d_model, cfg.head_dim
+        self.heads = [layer.heads for layer in cfg.decoder_layers]
+        self.ssru = cfg.decoder_self == "ssru"
         self.threads = threads
         info_file = onnx_dir / "onnx_export.json"  # which weights the graphs hold (float32 / int8)
         self.export_info = json.loads(info_file.read_text()) if info_file.is_file() else {}
