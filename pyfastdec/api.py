@@ -30,6 +30,7 @@ from pyfastdec.backends.base import Backend, Want
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import DecodeStats, beam_search, gad, gad_plus, greedy, iad
 from pyfastdec.decoding.draft_length import AdaptiveDraftLength
+from pyfastdec.decoding.source_draft_length import SourceDraftLength
 from pyfastdec.model_dir import ModelDir, ModelDirError
 from pyfastdec.runtime import default_threads
 from pyfastdec.text import Tokenizer, clean_text, sentence_units
@@ -213,6 +214,7 @@ class Translator:
             limits.append(self.drafter_dir.config.max_source_len)
         self.max_source_len = min(limits)  # ids per source, EOS included
         self._draft_policy: AdaptiveDraftLength | None = None
+        self._iad_policy: SourceDraftLength | None = None
 
     # ---- public
     def translate(self, texts: Sequence[str] | str, algo: str = "gad", beam_size: int = 1,
@@ -332,7 +334,9 @@ class Translator:
         if algo == "greedy":
             outs, stats = greedy(self.verifier, src)
         elif algo == "iad":
-            outs, stats = iad(self.verifier, src)
+            if self._iad_policy is None:  # one for the Translator's lifetime: costs are learnt once
+                self._iad_policy = SourceDraftLength(self.max_source_len)
+            outs, stats = iad(self.verifier, src, policy=self._iad_policy)
         elif algo == "gad":
             outs, stats = gad(self.verifier, self.drafter, src, k=block, policy=self._policy(block))
         else:

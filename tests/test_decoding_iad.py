@@ -50,7 +50,7 @@ def test_reentry_prefers_the_longest_unique_ngram():
 # ----------------------------------------------------------------------------- exact counts on the fake corrector
 def test_a_copied_sentence_takes_one_verifier_call():
     src = [5, 6, 8, 9, 10, EOS]  # no multiples of 7, 11, 13: corrected() copies it
-    outs, stats = iad(RuleCorrector(), [src])
+    outs, stats = iad(RuleCorrector(), [src], policy=None)  # every draft verified whole
     assert outs == [[5, 6, 8, 9, 10]]
     assert (stats.iterations, stats.drafted, stats.accepted, stats.generated) == (1, 6, 6, 6)
 
@@ -58,7 +58,7 @@ def test_a_copied_sentence_takes_one_verifier_call():
 def test_a_deletion_costs_one_reentry():
     # 14 is deleted: accept 5 6, the verifier says 8 where the draft says 14; "8" is a
     # unique source 1-gram, so the next draft is "9 EOS", accepted whole.
-    outs, stats = iad(RuleCorrector(), [[5, 6, 14, 8, 9, EOS]])
+    outs, stats = iad(RuleCorrector(), [[5, 6, 14, 8, 9, EOS]], policy=None)
     assert outs == [[5, 6, 8, 9]]
     assert (stats.iterations, stats.drafted, stats.accepted, stats.generated) == (2, 8, 4, 5)
 
@@ -67,7 +67,8 @@ def test_fake_corrector_batches_match_greedy():
     sources = random_sources(40, seed=31) + [[EOS], [5, 5, 5, 5, EOS], [22, 22, 39, 22, EOS]]
     expected, greedy_stats = greedy(RuleCorrector(), sources)
     assert expected == [corrected(s) for s in sources]
-    outs, stats = iad(RuleCorrector(), sources)
+    assert iad(RuleCorrector(), sources)[0] == expected  # drafts capped by the cost policy
+    outs, stats = iad(RuleCorrector(), sources, policy=None)  # every draft verified whole
     assert outs == expected
     assert [iad(RuleCorrector(), [s])[0][0] for s in sources[:8]] == expected[:8]
     assert stats.generated == greedy_stats.generated and stats.accepted <= stats.drafted
@@ -111,7 +112,8 @@ def test_iad_equals_greedy(pair, which):
     expected, g = greedy(backend, sources)
     batch8, stats = iad(backend, sources[:8])
     assert batch8 == expected[:8]
-    everything, stats = iad(backend, sources)
+    assert iad(backend, sources)[0] == expected  # drafts capped by the cost policy
+    everything, stats = iad(backend, sources, policy=None)  # every draft verified whole
     assert everything == expected
     assert [iad(backend, [s])[0][0] for s in sources] == expected
     assert stats.generated == g.generated and stats.hit_max_len == g.hit_max_len

@@ -91,16 +91,22 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
     with stats.timing("verifier"):
         state = verifier.start(memory)
     live = np.arange(len(src_ids))  # input index of each live row, in state order
+    live_ids = live.tolist()  # the same as Python ints: per-row loops index lists, not numpy
     pending = np.full(len(live), bos, dtype=np.int64)
     held = np.zeros(len(live), dtype=np.int64)  # positions in the state, BOS included
-    while live.size:
-        drafts = [_cut(d, eos, limits[i] - len(outs[i]) - 1) if len(d) else []
-                  for i, d in zip(live, source.propose([outs[i] for i in live]))]
-        lengths = np.array([len(d) for d in drafts], dtype=np.int64)
-        width = 1 + int(lengths.max())
-        tokens = np.full((live.size, width), pad, dtype=np.int64)
-        tokens[:, 0] = pending
-        if width > 1:
+    while live_ids:
+        drafts, longest = [], 0
+        for i, d in zip(live_ids, source.propose([outs[i] for i in live_ids])):
+            if len(d):
+                d = _cut(d, eos, limits[i] - len(outs[i]) - 1)
+                longest = max(longest, len(d))
+            drafts.append(d)
+        width = 1 + longest
+        if width == 1:  # nothing drafted (e.g. the policy chose a plain step): greedy's step
+            tokens = pending.reshape(-1, 1)
+        else:
+            tokens = np.full((len(live_ids), width), pad, dtype=np.int64)
+            tokens[:, 0] = pending
             for r, d in enumerate(drafts):
                 tokens[r, 1:1 + len(d)] = d
         with stats.timing("verifier"):
@@ -108,20 +114,25 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
             out = verifier.step(state, tokens, want)
             step_seconds = time.perf_counter() - started
         stats.iterations += 1
-        stats.row_steps += live.size
-        stats.drafted += int(lengths.sum())
-        if width == 1:  # nothing drafted (e.g. the policy chose a plain step): greedy's step
-            j, nxt = np.zeros(live.size, dtype=np.int64), (out.argmax if out.argmax is not None
-                                                           else out.topk_ids[:, :, 0])[:, 0]
+        stats.row_steps += len(live_ids)
+        if width == 1:
+            nxt = (out.argmax if out.argmax is not None else out.topk_ids[:, :, 0])[:, 0]
+            kept = [0] * len(live_ids)
+            lengths = j = np.zeros(len(live_ids), dtype=np.int64)
         else:
+            lengths = np.array([len(d) for d in drafts], dtype=np.int64)
             j, nxt = accept(out, tokens[:, 1:], lengths)
-        stats.accepted += int(j.sum())
+            kept = j.tolist()
+            stats.drafted += int(lengths.sum())
+            stats.accepted += int(j.sum())
+            held += j  # the accepted draft; the rest is rolled back (below)
+        held += 1  # the pending token
         source.verified(width, j, lengths, step_seconds)
 
         keep = []
         # Python ints once per step: indexing numpy arrays per row costs more at batch 32
-        for r, (i, kept, token) in enumerate(zip(live.tolist(), j.tolist(), nxt.tolist())):
-            new = drafts[r][:kept] + [token]
+        for r, (i, n_kept, token) in enumerate(zip(live_ids, kept, nxt.tolist())):
+            new = drafts[r][:n_kept] + [token] if n_kept else [token]
             if eos in new:  # the row is done; whatever followed EOS is discarded
                 new = new[:new.index(eos)]
                 outs[i].extend(new)
@@ -133,13 +144,13 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
                 stats.hit_max_len.append(i)
             else:
                 keep.append(r)
-        held += 1 + j  # the pending token and the accepted draft; the rest is rolled back
         pending = nxt
-        if len(keep) < live.size:
+        if len(keep) < len(live_ids):
             if not keep:
                 break
             rows = np.asarray(keep, dtype=np.int64)
             live, held, pending = live[rows], held[rows], pending[rows]
+            live_ids = live.tolist()
             with stats.timing("verifier"):
                 state = verifier.select(state, rows)
             source.keep(rows)

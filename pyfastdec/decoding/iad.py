@@ -8,6 +8,10 @@ on one verified token per step until its last 3, 2 or 1 tokens (longest first) m
 n-gram that occurs exactly once in the source; the source after that n-gram, then EOS,
 is the next draft. Every kept token is the verifier's argmax after a verified prefix, so
 the output is greedy's, token for token.
+
+How much of a draft is verified is a cost decision (source_draft_length.py): the whole
+draft where the model copies, nothing (plain greedy steps) where it rewrites the text, so
+IAD costs about what greedy costs on text its model does not fit.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from pyfastdec.backends.base import Backend, Want
 
 from .draft_verify import accept_argmax, draft_and_verify
 from .result import DecodeStats
+from .source_draft_length import SourceDraftLength
 
 MAX_NGRAM = 3
 
@@ -52,25 +57,52 @@ class SourceNgrams:
 
 
 class _SourceDrafts:
-    def __init__(self, src_ids: list[list[int]], eos: int):
+    """The source after each row's re-entry point, capped by the policy (None: whole)."""
+
+    def __init__(self, src_ids: list[list[int]], eos: int, policy: SourceDraftLength | None):
         self.rows = [SourceNgrams(s, eos) for s in src_ids]
+        self.policy = policy
 
     def propose(self, prefixes: list[list[int]]) -> list[list[int]]:
-        return [row.reentry(p) for row, p in zip(self.rows, prefixes)]
+        drafts = [row.reentry(p) for row, p in zip(self.rows, prefixes)]
+        if self.policy is None:
+            return drafts
+        self.policy.iteration_started()
+        if any(drafts):
+            cap = self.policy.choose_lengths([len(d) for d in drafts])
+            drafts = [d[:cap] for d in drafts]
+        return drafts
 
     def keep(self, rows: np.ndarray) -> None:
         self.rows = [self.rows[r] for r in rows]
 
     def verified(self, width, accepted, lengths, seconds) -> None:
-        """Source drafts cost nothing to make, so IAD always verifies all of them."""
+        if self.policy is not None:
+            self.policy.verified(width, accepted, lengths, seconds)
 
 
-def iad(backend: Backend, src_ids: list[list[int]], max_len: int | None = None
-        ) -> tuple[list[list[int]], DecodeStats]:
+def default_policy(src_ids: list[list[int]]) -> SourceDraftLength:
+    """A policy for drafts up to the longest source (EOS included)."""
+    return SourceDraftLength(max([len(s) for s in src_ids] + [1]))
+
+
+def iad(backend: Backend, src_ids: list[list[int]], max_len: int | None = None,
+        policy: SourceDraftLength | None | str = "auto") -> tuple[list[list[int]], DecodeStats]:
     """IAD outputs (ids without BOS/EOS, input order; equal to greedy's) and statistics.
-    max_len as in greedy (default 2 * len(source) + 10 per row)."""
+    max_len as in greedy (default 2 * len(source) + 10 per row). policy: how much of each
+    draft to verify; "auto" (default) learns it within this call (keep one
+    SourceDraftLength across calls, as Translator does, so it learns the costs once);
+    None verifies every draft whole (tests that count verifier calls)."""
     stats = DecodeStats(sentences=len(src_ids))
+    if isinstance(policy, str):
+        if policy != "auto":
+            raise ValueError(f"IAD: policy must be 'auto', None or a SourceDraftLength, got {policy!r}")
+        policy = default_policy(src_ids) if src_ids else None
     with stats.total():
-        source = _SourceDrafts(src_ids, backend.tokens["eos"])
-        outs = draft_and_verify(backend, src_ids, source, accept_argmax, Want(argmax=True), max_len, stats)
+        source = _SourceDrafts(src_ids, backend.tokens["eos"], policy)
+        try:
+            outs = draft_and_verify(backend, src_ids, source, accept_argmax, Want(argmax=True), max_len, stats)
+        finally:
+            if policy is not None:
+                policy.call_ended()
     return outs, stats
