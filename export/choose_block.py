@@ -22,6 +22,7 @@ from pyfastdec.decoding import gad, greedy
 from pyfastdec.text import Tokenizer
 
 from .data import load_pairs
+from .rehash import rehash
 
 
 def timed(fn, src_ids: list[list[int]]) -> tuple[float, list[list[int]], list]:
@@ -82,6 +83,7 @@ def main(argv=None) -> None:
         config = json.loads(config_path.read_text())
         config["block_size"] = chosen
         config_path.write_text(json.dumps(config, indent=2) + "\n")
+        rehash(args.drafter)  # the config's checksum must cover the new block_size
         print(f"{config_path}: block_size = {chosen}")
 
 
