@@ -57,7 +57,7 @@ def function_owners(module: Path) -> dict[int, str]:
 def beyond_baseline(module: Path) -> dict[tuple[str, str], set[str]]:
     """(source, function) -> the mnemonics beyond SSE2 it uses."""
     owners = function_owners(module)
-    listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", module], capture_output=True, text=True,
+    listing = subprocess.run(["objdump", "-d", "-C", "--no-show-raw-insn", module], capture_output=True, text=True,
                              check=True).stdout
     found, function = defaultdict(set), None
     for line in listing.splitlines():
