@@ -11,7 +11,9 @@ import os
 import warnings
 from pathlib import Path
 
-from pyfastdec import _engine
+from pyfastdec.engine_import import import_engine
+
+_engine = import_engine()  # the first import of the engine: a missing one is explained there
 
 ThreadPool = _engine.ThreadPool
 

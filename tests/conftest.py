@@ -1,9 +1,17 @@
 import sys
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # Tests import their numpy references (kernel_reference.py) as plain modules.
 sys.path.insert(0, str(Path(__file__).parent))
-# The export/ tools (training-side, not installed) live at the repository root. Appended,
-# not prepended: `pyfastdec` must resolve to the installed package, which carries the
-# compiled extension, not to the source folder of the same name.
-sys.path.append(str(Path(__file__).resolve().parents[1]))
+# `pyfastdec` must resolve to a package that carries the compiled extension. A source
+# folder without it (a checkout after `pip install .`, as in CI) must not hide the
+# installed package: `pytest` does not put the root on sys.path, but `python -m pytest`
+# does, first; it is moved behind site-packages here. Built in place (`pip install -e .`
+# or build_ext --inplace), the source folder is the one under test and keeps its place.
+if not any((ROOT / "pyfastdec" / f"_engine{suffix}").is_file() for suffix in EXTENSION_SUFFIXES):
+    sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != ROOT]
+# The export/ tools (training-side, not installed) live at the repository root: appended.
+sys.path.append(str(ROOT))
