@@ -28,6 +28,7 @@ from pyfastdec.decoding import DecodeStats, beam_search, gad, gad_plus, greedy, 
 from pyfastdec.decoding.draft_length import AdaptiveDraftLength
 from pyfastdec.model_dir import ModelDir, ModelDirError
 from pyfastdec.runtime import default_threads
+from pyfastdec.size_limits import MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK, MAX_N_BEST, check_size
 from pyfastdec.text import Tokenizer, split_to_fit
 
 ALGOS = ("greedy", "beam", "iad", "gad", "gad++")
@@ -222,6 +223,8 @@ class Translator:
         rescored by the model in one teacher-forced step). With return_stats the result
         is (outputs, DecodeStats) summed over the batches.
         An empty (or all-whitespace) input gives "" without running the model.
+        Sizes are bounded (size_limits.py says why): beam_size, n_best and block at most 32,
+        batch_size at most 1024, beta at most 64; a larger one raises ValueError.
         """
         single = isinstance(texts, str)
         items = [texts] if single else list(texts)
@@ -246,9 +249,9 @@ class Translator:
     def _check_options(self, algo, beam_size, batch_size, n_best, block, beta, tau) -> None:
         if algo not in ALGOS:
             raise ValueError(f"algo must be one of {', '.join(ALGOS)}, got {algo!r}")
-        for name, value in (("beam_size", beam_size), ("batch_size", batch_size), ("n_best", n_best)):
-            if int(value) < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
+        check_size("beam_size", beam_size, MAX_BEAM_SIZE)
+        check_size("batch_size", batch_size, MAX_BATCH_SIZE)
+        check_size("n_best", n_best, MAX_N_BEST)
         if algo != "beam" and (beam_size > 1 or n_best > 1):
             raise ValueError(f"beam_size={beam_size}, n_best={n_best}: beam sizes and n-best lists need algo='beam'")
         if n_best > beam_size:
@@ -257,8 +260,10 @@ class Translator:
             if self.drafter is None:
                 raise ValueError(f"algo {algo!r} needs a drafter: Translator(model, drafter='path/to/drafter') "
                                  f"(CLI: --drafter DIR), or use algo='greedy'")
-            if block is not None and int(block) < 1:
-                raise ValueError(f"block must be >= 1 drafted tokens, got {block}")
+            if block is not None:
+                check_size("block", block, MAX_BLOCK)
+            if algo == "gad++":
+                check_size("beta", beta, MAX_BETA)
         elif block is not None:
             raise ValueError(f"block={block}: a draft block size applies to algo 'gad' and 'gad++' only")
         if algo != "gad++" and (beta != 1 or tau != 0.0):

@@ -30,9 +30,13 @@ from pyfastdec.api import (ALGOS, DEFAULT_MODELS, Corrector, LongInputWarning, T
 from pyfastdec.decoding import DecodeStats
 from pyfastdec.model_dir import ModelDir, ModelDirError
 from pyfastdec.runtime import cpu_info, default_threads
+from pyfastdec.size_limits import (ENGINE_MAX_TOPK, MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK, MAX_N_BEST,
+                                   MAX_WORKERS)
 
 PROG = "fastdec"
 EXIT_ERROR, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
+BEAM_BOUND = f"beam search takes the top 2 x beam size from an engine limited to top-{ENGINE_MAX_TOPK}"
+BATCH_BOUND = "memory grows with every sentence of a batch"
 SHORTLIST_FILE = "shortlist.bin"
 
 
@@ -105,6 +109,21 @@ def positive_int(text: str) -> int:
     return value
 
 
+def bounded_int(maximum: int, why: str):
+    """An argparse type: an integer in [1, maximum]; `why` explains the bound in the error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not 1 <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"expected an integer in [1, {maximum}] ({why}), got {text!r}")
+        return value
+
+    return parse
+
+
 def non_negative_float(text: str) -> float:
     try:
         value = float(text)
@@ -137,17 +156,20 @@ def _add_algo_args(p: argparse.ArgumentParser) -> None:
                    help="decoding algorithm (default: beam with --beam-size > 1 or --n-best > 1, else gad with a "
                         "drafter, else greedy); greedy, iad and gad give identical output; gad++ trades exactness "
                         "for speed with --beta/--tau")
-    p.add_argument("--beam-size", type=positive_int, metavar="N",
-                   help="beam size for --algo beam (default 5, at least --n-best)")
-    p.add_argument("--n-best", type=positive_int, default=1, metavar="N",
+    p.add_argument("--beam-size", type=bounded_int(MAX_BEAM_SIZE, BEAM_BOUND), metavar="N",
+                   help=f"beam size for --algo beam (default 5, at least --n-best; at most {MAX_BEAM_SIZE})")
+    p.add_argument("--n-best", type=bounded_int(MAX_N_BEST, "at most the largest beam size"), default=1,
+                   metavar="N",
                    help="print the N best translations of every input line (implies --algo beam); output format, "
                         "as Moses and Marian: 'I ||| TEXT ||| SCORE', one line per hypothesis, best first, where I "
                         "is the 0-based input line index and SCORE the average log-probability per token "
-                        "(EOS included); up to N lines per input line")
-    p.add_argument("--block", type=positive_int, metavar="K",
-                   help="GAD/GAD++: tokens drafted per iteration (default: the drafter's block_size)")
-    p.add_argument("--beta", type=positive_int, metavar="B",
-                   help="GAD++: accept a drafted token within the verifier's top-B (default 1; paper: 3)")
+                        "(EOS included); up to N lines per input line; N at most --beam-size")
+    p.add_argument("--block", type=bounded_int(MAX_BLOCK, "longer drafts cost memory and are rarely accepted"),
+                   metavar="K", help=f"GAD/GAD++: tokens drafted per iteration (default: the drafter's "
+                                     f"block_size; at most {MAX_BLOCK})")
+    p.add_argument("--beta", type=bounded_int(MAX_BETA, f"the engine's top-k limit"), metavar="B",
+                   help=f"GAD++: accept a drafted token within the verifier's top-B (default 1; paper: 3; "
+                        f"at most {MAX_BETA})")
     p.add_argument("--tau", type=non_negative_float, metavar="T",
                    help="GAD++: ... and within T of the top-1 log-probability (default 0; paper: 1.0)")
 
@@ -155,11 +177,13 @@ def _add_algo_args(p: argparse.ArgumentParser) -> None:
 def _add_io_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--input", metavar="IN", help="input file, one sentence per line (default: stdin)")
     p.add_argument("-o", "--output", metavar="OUT", help="output file (default: stdout)")
-    p.add_argument("--batch-size", type=positive_int, default=32, metavar="N",
-                   help="sentences per batch (default 32); sentences are sorted by length inside each block")
-    p.add_argument("--workers", type=positive_int, default=1, metavar="N",
-                   help="N processes over contiguous shards of the input, each with --threads threads; output in "
-                        "input order (reads the whole input first)")
+    p.add_argument("--batch-size", type=bounded_int(MAX_BATCH_SIZE, BATCH_BOUND), default=32, metavar="N",
+                   help=f"sentences per batch (default 32, at most {MAX_BATCH_SIZE}); sentences are sorted by "
+                        f"length inside each block")
+    p.add_argument("--workers", type=bounded_int(MAX_WORKERS, "each worker loads its own models"), default=1,
+                   metavar="N", help=f"N processes over contiguous shards of the input, each with --threads "
+                                     f"threads; output in input order (reads the whole input first; at most "
+                                     f"{MAX_WORKERS})")
     p.add_argument("--line-by-line", action="store_true",
                    help="translate and flush every line as soon as it is read (default when stdin is a terminal)")
     p.add_argument("--stats", action="store_true",
@@ -217,8 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p, "translate", drafter=True)
     _add_algo_args(p)
     p.add_argument("-i", "--input", metavar="FILE", required=True, help="sentences to decode, one per line")
-    p.add_argument("--batch-size", type=positive_int, default=32, metavar="N",
-                   help="batch size of the throughput run (default 32)")
+    p.add_argument("--batch-size", type=bounded_int(MAX_BATCH_SIZE, BATCH_BOUND), default=32, metavar="N",
+                   help=f"batch size of the throughput run (default 32, at most {MAX_BATCH_SIZE})")
     p.add_argument("--latency-sentences", type=positive_int, default=100, metavar="N",
                    help="sentences timed one at a time for the latency figures (default 100)")
     p.set_defaults(run=run_bench, role="translate")
@@ -612,6 +636,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_BAD_INPUT
+    if getattr(args, "beam_size", None) is not None and args.n_best > args.beam_size:
+        parser.error(f"argument --n-best: {args.n_best} exceeds --beam-size {args.beam_size} (a beam keeps at "
+                     f"most beam size hypotheses)")
     try:
         with warnings.catch_warnings():
             warnings.showwarning = lambda message, *rest, **kw: warn(str(message))
