@@ -176,6 +176,19 @@ def forced_scores(backend: Backend, src_ids: list[list[int]], outs: list[list[in
     return [float(np.sum(logp[r, :len(out) + (r not in cut)], dtype=np.float64)) for r, out in enumerate(outs)]
 
 
+def _check_text(index: int, text) -> None:
+    """A TypeError or ValueError naming input `index` unless it is text that sentencepiece
+    can take: a str encodable as UTF-8 (a lone surrogate, e.g. from decoding with
+    errors="surrogateescape", is not; the CLI refuses such lines as invalid UTF-8 too)."""
+    if not isinstance(text, str):
+        raise TypeError(f"translate: input {index} is {type(text).__name__}, expected str")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(f"translate: input {index}: lone surrogate {text[err.start]!r} at character {err.start} "
+                         f"(expected text encodable as UTF-8)") from None
+
+
 # ----------------------------------------------------------------------------- translator
 class Translator:
     """A model (and optional GAD drafter) on the native engine, translating raw text.
@@ -226,11 +239,13 @@ class Translator:
         Sizes are bounded (size_limits.py says why): beam_size, n_best and block at most 32,
         batch_size at most 1024, beta at most 64; a larger one raises ValueError.
         """
+        if isinstance(texts, (bytes, bytearray, memoryview)):  # iterating them would give ints
+            raise TypeError(f"translate: texts is {type(texts).__name__}, expected a str or a list of str "
+                            f"(decode bytes first, e.g. data.decode('utf-8'))")
         single = isinstance(texts, str)
         items = [texts] if single else list(texts)
         for i, t in enumerate(items):
-            if not isinstance(t, str):
-                raise TypeError(f"translate: input {i} is {type(t).__name__}, expected str")
+            _check_text(i, t)
         self._check_options(algo, beam_size, batch_size, n_best, block, beta, tau)
         hyps, stats, splits = self._decode(items, algo, beam_size, batch_size, n_best, return_scores,
                                            block, beta, tau)
