@@ -25,7 +25,7 @@ import numpy as np
 from pyfastdec.backends.base import Backend, Want
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import DecodeStats, beam_search, gad, gad_plus, greedy, iad
-from pyfastdec.decoding.draft_length import AdaptiveDraftLength
+from pyfastdec.decoding.draft_length import AdaptiveDraftLength, DraftLengthPolicy
 from pyfastdec.model_dir import ModelDir, ModelDirError
 from pyfastdec.runtime import default_threads
 from pyfastdec.size_limits import MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK, MAX_N_BEST, check_size
@@ -200,12 +200,17 @@ class Translator:
     compute_type: "int8" (runs an int8 directory's int8 weights; a float32 directory runs
         float32 with a warning) or "float32" (refused for an int8 directory).
     shortlist: use the directory's shortlist.bin if present (False: full vocabulary).
+    draft_policy: how many drafted tokens GAD verifies per iteration when no block is
+        given (default: an AdaptiveDraftLength learning this machine's costs, which makes
+        the path depend on timings; a FixedDraftLength takes the same path every run).
+        Its k_max must be the drafter's block_size.
     """
 
     _role = "translate"
 
     def __init__(self, model: str | os.PathLike | None = None, drafter: str | os.PathLike | None = None,
-                 threads: int | None = None, compute_type: str = "int8", shortlist: bool = True):
+                 threads: int | None = None, compute_type: str = "int8", shortlist: bool = True,
+                 draft_policy: DraftLengthPolicy | None = None):
         if threads is not None and int(threads) < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
         self.model_dir, self.drafter_dir = load_checked(model, drafter, self._role, compute_type)
@@ -220,7 +225,13 @@ class Translator:
         if self.drafter_dir is not None:
             limits.append(self.drafter_dir.config.max_source_len)
         self.max_source_len = min(limits)  # ids per source, EOS included
-        self._draft_policy: AdaptiveDraftLength | None = None
+        if draft_policy is not None:
+            if self.drafter is None:
+                raise ValueError("draft_policy: applies to GAD, which needs a drafter (Translator(model, drafter=...))")
+            if draft_policy.k_max != self.drafter.block_size:
+                raise ValueError(f"draft_policy: k_max {draft_policy.k_max} differs from the drafter's block_size "
+                                 f"{self.drafter.block_size} ({self.drafter_dir.path})")
+        self._draft_policy: DraftLengthPolicy | None = draft_policy
 
     # ---- public
     def translate(self, texts: Sequence[str] | str, algo: str = "gad", beam_size: int = 1,
@@ -320,7 +331,7 @@ class Translator:
             per_input[i].append(h)
         return [self._join(chunks) for chunks in per_input], stats, splits
 
-    def _policy(self, block: int | None) -> AdaptiveDraftLength | None:
+    def _policy(self, block: int | None) -> DraftLengthPolicy | None:
         """No block given: the drafter drafts its block_size and a draft-length policy,
         kept for this Translator's lifetime so it learns the costs once, decides how much
         of it to verify (decoding/draft_length.py). A given block is used as is."""
