@@ -29,10 +29,11 @@ import numpy as np
 from pyfastdec.backends.base import Backend, Want
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import DecodeStats, beam_search, gad, gad_plus, greedy, iad
-from pyfastdec.decoding.draft_length import AdaptiveDraftLength
+from pyfastdec.decoding.draft_length import AdaptiveDraftLength, DraftLengthPolicy
 from pyfastdec.decoding.source_draft_length import SourceDraftLength
 from pyfastdec.model_dir import ModelDir, ModelDirError
 from pyfastdec.runtime import default_threads
+from pyfastdec.size_limits import MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK, MAX_N_BEST, check_size
 from pyfastdec.text import Tokenizer, clean_text, sentence_units
 
 ALGOS = ("greedy", "beam", "iad", "gad", "gad++")
@@ -182,6 +183,19 @@ def forced_scores(backend: Backend, src_ids: list[list[int]], outs: list[list[in
     return [float(np.sum(logp[r, :len(out) + (r not in cut)], dtype=np.float64)) for r, out in enumerate(outs)]
 
 
+def _check_text(index: int, text) -> None:
+    """A TypeError or ValueError naming input `index` unless it is text that sentencepiece
+    can take: a str encodable as UTF-8 (a lone surrogate, e.g. from decoding with
+    errors="surrogateescape", is not; the CLI refuses such lines as invalid UTF-8 too)."""
+    if not isinstance(text, str):
+        raise TypeError(f"translate: input {index} is {type(text).__name__}, expected str")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(f"translate: input {index}: lone surrogate {text[err.start]!r} at character {err.start} "
+                         f"(expected text encodable as UTF-8)") from None
+
+
 # ----------------------------------------------------------------------------- translator
 class Translator:
     """A model (and optional GAD drafter) on the native engine, translating raw text.
@@ -193,12 +207,17 @@ class Translator:
     compute_type: "int8" (runs an int8 directory's int8 weights; a float32 directory runs
         float32 with a warning) or "float32" (refused for an int8 directory).
     shortlist: use the directory's shortlist.bin if present (False: full vocabulary).
+    draft_policy: how many drafted tokens GAD verifies per iteration when no block is
+        given (default: an AdaptiveDraftLength learning this machine's costs, which makes
+        the path depend on timings; a FixedDraftLength takes the same path every run).
+        Its k_max must be the drafter's block_size.
     """
 
     _role = "translate"
 
     def __init__(self, model: str | os.PathLike | None = None, drafter: str | os.PathLike | None = None,
-                 threads: int | None = None, compute_type: str = "int8", shortlist: bool = True):
+                 threads: int | None = None, compute_type: str = "int8", shortlist: bool = True,
+                 draft_policy: DraftLengthPolicy | None = None):
         if threads is not None and int(threads) < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
         self.model_dir, self.drafter_dir = load_checked(model, drafter, self._role, compute_type)
@@ -213,7 +232,13 @@ class Translator:
         if self.drafter_dir is not None:
             limits.append(self.drafter_dir.config.max_source_len)
         self.max_source_len = min(limits)  # ids per source, EOS included
-        self._draft_policy: AdaptiveDraftLength | None = None
+        if draft_policy is not None:
+            if self.drafter is None:
+                raise ValueError("draft_policy: applies to GAD, which needs a drafter (Translator(model, drafter=...))")
+            if draft_policy.k_max != self.drafter.block_size:
+                raise ValueError(f"draft_policy: k_max {draft_policy.k_max} differs from the drafter's block_size "
+                                 f"{self.drafter.block_size} ({self.drafter_dir.path})")
+        self._draft_policy: DraftLengthPolicy | None = draft_policy
         self._iad_policy: SourceDraftLength | None = None
 
     # ---- public
@@ -234,12 +259,16 @@ class Translator:
         average over all the input's tokens, and the k-th n-best string joins the k-th
         hypotheses of its sentences. An empty input (nothing but whitespace and control
         characters) gives "" without running the model.
+        Sizes are bounded (size_limits.py says why): beam_size, n_best and block at most 32,
+        batch_size at most 1024, beta at most 64; a larger one raises ValueError.
         """
+        if isinstance(texts, (bytes, bytearray, memoryview)):  # iterating them would give ints
+            raise TypeError(f"translate: texts is {type(texts).__name__}, expected a str or a list of str "
+                            f"(decode bytes first, e.g. data.decode('utf-8'))")
         single = isinstance(texts, str)
         items = [texts] if single else list(texts)
         for i, t in enumerate(items):
-            if not isinstance(t, str):
-                raise TypeError(f"translate: input {i} is {type(t).__name__}, expected str")
+            _check_text(i, t)
         self._check_options(algo, beam_size, batch_size, n_best, block, beta, tau)
         hyps, stats, splits = self._decode(items, algo, beam_size, batch_size, n_best, return_scores,
                                            block, beta, tau)
@@ -260,9 +289,9 @@ class Translator:
     def _check_options(self, algo, beam_size, batch_size, n_best, block, beta, tau) -> None:
         if algo not in ALGOS:
             raise ValueError(f"algo must be one of {', '.join(ALGOS)}, got {algo!r}")
-        for name, value in (("beam_size", beam_size), ("batch_size", batch_size), ("n_best", n_best)):
-            if int(value) < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
+        check_size("beam_size", beam_size, MAX_BEAM_SIZE)
+        check_size("batch_size", batch_size, MAX_BATCH_SIZE)
+        check_size("n_best", n_best, MAX_N_BEST)
         if algo != "beam" and (beam_size > 1 or n_best > 1):
             raise ValueError(f"beam_size={beam_size}, n_best={n_best}: beam sizes and n-best lists need algo='beam'")
         if n_best > beam_size:
@@ -271,8 +300,10 @@ class Translator:
             if self.drafter is None:
                 raise ValueError(f"algo {algo!r} needs a drafter: Translator(model, drafter='path/to/drafter') "
                                  f"(CLI: --drafter DIR), or use algo='greedy'")
-            if block is not None and int(block) < 1:
-                raise ValueError(f"block must be >= 1 drafted tokens, got {block}")
+            if block is not None:
+                check_size("block", block, MAX_BLOCK)
+            if algo == "gad++":
+                check_size("beta", beta, MAX_BETA)
         elif block is not None:
             raise ValueError(f"block={block}: a draft block size applies to algo 'gad' and 'gad++' only")
         if algo != "gad++" and (beta != 1 or tau != 0.0):
@@ -314,7 +345,7 @@ class Translator:
             per_input[i].append(h)
         return [self._join(u) for u in per_input], stats, splits
 
-    def _policy(self, block: int | None) -> AdaptiveDraftLength | None:
+    def _policy(self, block: int | None) -> DraftLengthPolicy | None:
         """No block given: the drafter drafts its block_size and a draft-length policy,
         kept for this Translator's lifetime so it learns the costs once, decides how much
         of it to verify (decoding/draft_length.py). A given block is used as is."""

@@ -8,31 +8,53 @@ translated, so a bad file produces no output at all.
 """
 from __future__ import annotations
 
-import argparse
-import math
-import multiprocessing
-import os
 import signal
 import sys
 import threading
-import time
-import warnings
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import BinaryIO, Iterator, Optional
-
-import numpy as np
-
-from pyfastdec._version import __version__
-from pyfastdec.api import (ALGOS, DEFAULT_MODELS, Corrector, LongInputWarning, Translator, load_checked,
-                           merge_stats, packaged_model_path)
-from pyfastdec.decoding import DecodeStats
-from pyfastdec.model_dir import ModelDir, ModelDirError
-from pyfastdec.runtime import cpu_info, default_threads
 
 PROG = "fastdec"
 EXIT_ERROR, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
+
+# numpy, sentencepiece and the engine take a few hundred milliseconds to load, before
+# main() runs. Ctrl-C is held back while they load (a KeyboardInterrupt inside a C
+# extension's import comes out as an ImportError) and delivered right after, ending the
+# program as one during main() does: one line, exit 130, no traceback.
+# (pyfastdec/__init__ loads nothing heavy, so nothing loads before this.)
+try:
+    _held = (signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+             if hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+             else None)
+    try:
+        import argparse
+        import math
+        import multiprocessing
+        import os
+        import time
+        import warnings
+        from contextlib import contextmanager
+        from dataclasses import dataclass, field
+        from pathlib import Path
+        from typing import BinaryIO, Iterator, Optional
+
+        import numpy as np
+
+        from pyfastdec._version import __version__
+        from pyfastdec.api import (ALGOS, DEFAULT_MODELS, Corrector, LongInputWarning, Translator, load_checked,
+                                   merge_stats, packaged_model_path)
+        from pyfastdec.decoding import DecodeStats
+        from pyfastdec.model_dir import ModelDir, ModelDirError
+        from pyfastdec.runtime import cpu_info, default_threads
+        from pyfastdec.size_limits import (ENGINE_MAX_TOPK, MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK,
+                                           MAX_N_BEST, MAX_WORKERS)
+    finally:
+        if _held is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, _held)  # a Ctrl-C meanwhile is raised here
+except KeyboardInterrupt:
+    print(f"{PROG}: interrupted", file=sys.stderr, flush=True)
+    raise SystemExit(EXIT_INTERRUPTED) from None
+
+BEAM_BOUND = f"beam search takes the top 2 x beam size from an engine limited to top-{ENGINE_MAX_TOPK}"
+BATCH_BOUND = "memory grows with every sentence of a batch"
 SHORTLIST_FILE = "shortlist.bin"
 
 
@@ -105,6 +127,21 @@ def positive_int(text: str) -> int:
     return value
 
 
+def bounded_int(maximum: int, why: str):
+    """An argparse type: an integer in [1, maximum]; `why` explains the bound in the error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not 1 <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"expected an integer in [1, {maximum}] ({why}), got {text!r}")
+        return value
+
+    return parse
+
+
 def non_negative_float(text: str) -> float:
     try:
         value = float(text)
@@ -137,17 +174,20 @@ def _add_algo_args(p: argparse.ArgumentParser) -> None:
                    help="decoding algorithm (default: beam with --beam-size > 1 or --n-best > 1, else gad with a "
                         "drafter, else greedy); greedy, iad and gad give identical output; gad++ trades exactness "
                         "for speed with --beta/--tau")
-    p.add_argument("--beam-size", type=positive_int, metavar="N",
-                   help="beam size for --algo beam (default 5, at least --n-best)")
-    p.add_argument("--n-best", type=positive_int, default=1, metavar="N",
+    p.add_argument("--beam-size", type=bounded_int(MAX_BEAM_SIZE, BEAM_BOUND), metavar="N",
+                   help=f"beam size for --algo beam (default 5, at least --n-best; at most {MAX_BEAM_SIZE})")
+    p.add_argument("--n-best", type=bounded_int(MAX_N_BEST, "at most the largest beam size"), default=1,
+                   metavar="N",
                    help="print the N best translations of every input line (implies --algo beam); output format, "
                         "as Moses and Marian: 'I ||| TEXT ||| SCORE', one line per hypothesis, best first, where I "
                         "is the 0-based input line index and SCORE the average log-probability per token "
-                        "(EOS included); up to N lines per input line")
-    p.add_argument("--block", type=positive_int, metavar="K",
-                   help="GAD/GAD++: tokens drafted per iteration (default: the drafter's block_size)")
-    p.add_argument("--beta", type=positive_int, metavar="B",
-                   help="GAD++: accept a drafted token within the verifier's top-B (default 1; paper: 3)")
+                        "(EOS included); up to N lines per input line; N at most --beam-size")
+    p.add_argument("--block", type=bounded_int(MAX_BLOCK, "longer drafts cost memory and are rarely accepted"),
+                   metavar="K", help=f"GAD/GAD++: tokens drafted per iteration (default: the drafter's "
+                                     f"block_size; at most {MAX_BLOCK})")
+    p.add_argument("--beta", type=bounded_int(MAX_BETA, f"the engine's top-k limit"), metavar="B",
+                   help=f"GAD++: accept a drafted token within the verifier's top-B (default 1; paper: 3; "
+                        f"at most {MAX_BETA})")
     p.add_argument("--tau", type=non_negative_float, metavar="T",
                    help="GAD++: ... and within T of the top-1 log-probability (default 0; paper: 1.0)")
 
@@ -156,11 +196,13 @@ def _add_io_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--input", metavar="IN",
                    help="input file, one text per line, one or more sentences each (default: stdin)")
     p.add_argument("-o", "--output", metavar="OUT", help="output file (default: stdout)")
-    p.add_argument("--batch-size", type=positive_int, default=32, metavar="N",
-                   help="sentences per batch (default 32); the sentences of a block of lines are sorted by length")
-    p.add_argument("--workers", type=positive_int, default=1, metavar="N",
-                   help="N processes over contiguous shards of the input, each with --threads threads; output in "
-                        "input order (reads the whole input first)")
+    p.add_argument("--batch-size", type=bounded_int(MAX_BATCH_SIZE, BATCH_BOUND), default=32, metavar="N",
+                   help=f"sentences per batch (default 32, at most {MAX_BATCH_SIZE}); the sentences of a block of "
+                        f"lines are sorted by length")
+    p.add_argument("--workers", type=bounded_int(MAX_WORKERS, "each worker loads its own models"), default=1,
+                   metavar="N", help=f"N processes over contiguous shards of the input, each with --threads "
+                                     f"threads; output in input order (reads the whole input first; at most "
+                                     f"{MAX_WORKERS})")
     p.add_argument("--line-by-line", action="store_true",
                    help="translate and flush every line as soon as it is read (default when stdin is a terminal)")
     p.add_argument("--stats", action="store_true",
@@ -219,8 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p, "translate", drafter=True)
     _add_algo_args(p)
     p.add_argument("-i", "--input", metavar="FILE", required=True, help="sentences to decode, one per line")
-    p.add_argument("--batch-size", type=positive_int, default=32, metavar="N",
-                   help="batch size of the throughput run (default 32)")
+    p.add_argument("--batch-size", type=bounded_int(MAX_BATCH_SIZE, BATCH_BOUND), default=32, metavar="N",
+                   help=f"batch size of the throughput run (default 32, at most {MAX_BATCH_SIZE})")
     p.add_argument("--latency-sentences", type=positive_int, default=100, metavar="N",
                    help="sentences timed one at a time for the latency figures (default 100)")
     p.set_defaults(run=run_bench, role="translate")
@@ -324,8 +366,8 @@ class InputLines:
 # ----------------------------------------------------------------------------- output
 @contextmanager
 def sigint_deferred() -> Iterator[None]:
-    """Hold Ctrl-C back while a block of lines is written, so an interrupt lands between
-    whole lines (it is delivered as soon as the block is out)."""
+    """Hold Ctrl-C back while a block of lines is written (or workers start), so an
+    interrupt lands between whole lines (it is delivered as soon as the block is out)."""
     mask = getattr(signal, "pthread_sigmask", None)
     if mask is None or threading.current_thread() is not threading.main_thread():
         yield
@@ -337,30 +379,62 @@ def sigint_deferred() -> Iterator[None]:
         mask(signal.SIG_SETMASK, old)
 
 
+def write_failed(name: str, err: OSError, stdout: bool) -> CliError:
+    """The one-line error for output that cannot be written (a full disk, an I/O error).
+    Callers let BrokenPipeError pass: a closed pipe is no error, main exits quietly."""
+    if stdout:
+        _stdout_to_devnull()  # what is still buffered must not fail again at exit
+    return CliError(f"cannot write output {name}: {err.strerror or err}")
+
+
 class LineWriter:
     """Writes whole lines as UTF-8 bytes and flushes after each block."""
 
     def __init__(self, path: Optional[str]):
         self.path = path
+        self.failed = False
         if path is None or path == "-":
             self.stream = sys.stdout.buffer
-            self.owned = False
+            self.owned, self.name = False, "stdout"
         else:
             try:
                 self.stream = open(path, "wb")
             except OSError as err:
                 raise CliError(f"cannot write output {path}: {err.strerror or err}") from None
-            self.owned = True
+            self.owned, self.name = True, path
 
     def write(self, lines: list[str]) -> None:
         data = "".join(lines).encode("utf-8")
         with sigint_deferred():
-            self.stream.write(data)
-            self.stream.flush()
+            try:
+                self.stream.write(data)
+                self.stream.flush()
+            except BrokenPipeError:
+                raise
+            except OSError as err:
+                self.failed = True
+                raise write_failed(self.name, err, not self.owned) from None
 
     def close(self) -> None:
-        if self.owned:
+        if not self.owned:
+            return
+        try:
             self.stream.close()
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            if not self.failed:  # else the failed write was reported, and close retried its bytes
+                raise write_failed(self.name, err, False) from None
+
+
+def print_out(text: str) -> None:
+    """A report line of info or bench on stdout."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        raise
+    except OSError as err:
+        raise write_failed("stdout", err, True) from None
 
 
 class Progress:
@@ -447,7 +521,23 @@ _worker_translator: Optional[Translator] = None
 def _worker_init(spec: ModelSpec) -> None:
     global _worker_spec
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    if hasattr(signal, "pthread_sigmask"):  # started with Ctrl-C blocked (_start_workers); now ignored
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _worker_spec = spec
+
+
+def _start_workers(spec: ModelSpec, processes: int):
+    """A pool of worker processes that never see Ctrl-C. A terminal sends it to every
+    process of the group, and a worker still starting up (importing, before
+    _worker_init) would print a traceback: they start with SIGINT blocked, a mask that
+    fork and exec pass on, and unblock it once they ignore it."""
+    if hasattr(signal, "pthread_sigmask"):
+        # The pool starts multiprocessing's resource tracker, which unblocks SIGINT when it
+        # is up: started first, it leaves the mask below alone.
+        from multiprocessing import resource_tracker
+        resource_tracker.ensure_running()
+    with sigint_deferred():
+        return multiprocessing.get_context("spawn").Pool(processes, initializer=_worker_init, initargs=(spec,))
 
 
 def _worker_translate(job: tuple[list[Line], DecodeOptions]):
@@ -475,7 +565,7 @@ def _results_in_workers(spec: ModelSpec, source: InputLines, options: DecodeOpti
     # does not hold the others' results back for long.
     shard = max(1, min(math.ceil(len(lines) / workers), options.batch_size * 8))
     jobs = [(lines[s:s + shard], options) for s in range(0, len(lines), shard)]
-    pool = multiprocessing.get_context("spawn").Pool(min(workers, len(jobs)), initializer=_worker_init, initargs=(spec,))
+    pool = _start_workers(spec, min(workers, len(jobs)))
     try:
         for (block, _), result in zip(jobs, pool.imap(_worker_translate, jobs)):
             yield block, result
@@ -563,7 +653,7 @@ def run_info(args) -> int:
         lines.append(f"default {role} model: {path} ({'installed' if path.is_dir() else 'not installed'})")
     if args.model:
         lines += model_summary(args.model)
-    print("\n".join(lines), flush=True)
+    print_out("\n".join(lines))
     return 0
 
 
@@ -576,10 +666,10 @@ def run_bench(args) -> int:
     translator = spec.build()
     options = decode_options(args, translator.drafter is not None)
     kwargs = dict(options.kwargs(), return_scores=False, n_best=1)
-    print(f"{PROG} bench: {translator.model_dir.path}"
-          + (f" + drafter {translator.drafter_dir.path}" if translator.drafter_dir else "")
-          + f"; {options.describe()}; threads {translator.threads}; compute type {spec.compute_type}; "
-          f"shortlist {'on' if spec.shortlist else 'off'}; {len(texts)} sentences from {args.input}", flush=True)
+    print_out(f"{PROG} bench: {translator.model_dir.path}"
+              + (f" + drafter {translator.drafter_dir.path}" if translator.drafter_dir else "")
+              + f"; {options.describe()}; threads {translator.threads}; compute type {spec.compute_type}; "
+              f"shortlist {'on' if spec.shortlist else 'off'}; {len(texts)} sentences from {args.input}")
     translator.translate(texts[:1], **dict(kwargs, batch_size=1))  # warm-up: page in weights, grow buffers
     latency = []
     for text in texts[:args.latency_sentences]:
@@ -587,14 +677,14 @@ def run_bench(args) -> int:
         translator.translate([text], **dict(kwargs, batch_size=1))
         latency.append((time.perf_counter() - start) * 1000)
     p50, p90 = np.percentile(latency, [50, 90])
-    print(f"latency, batch 1 ({len(latency)} sentences): p50 {p50:.2f} ms, p90 {p90:.2f} ms, "
-          f"mean {np.mean(latency):.2f} ms", flush=True)
+    print_out(f"latency, batch 1 ({len(latency)} sentences): p50 {p50:.2f} ms, p90 {p90:.2f} ms, "
+              f"mean {np.mean(latency):.2f} ms")
     start = time.perf_counter()
     _, stats = translator.translate(texts, **kwargs)
     seconds = max(time.perf_counter() - start, 1e-9)
-    print(f"throughput, batch {options.batch_size} ({len(texts)} sentences): {len(texts) / seconds:.1f} "
-          f"sentences/s, {stats.generated / seconds:.1f} tokens/s, mean accepted tokens per iteration "
-          f"{stats.mean_accepted:.2f}", flush=True)
+    print_out(f"throughput, batch {options.batch_size} ({len(texts)} sentences): {len(texts) / seconds:.1f} "
+              f"sentences/s, {stats.generated / seconds:.1f} tokens/s, mean accepted tokens per iteration "
+              f"{stats.mean_accepted:.2f}")
     return 0
 
 
@@ -610,12 +700,15 @@ def _stdout_to_devnull() -> None:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        return EXIT_BAD_INPUT
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return EXIT_BAD_INPUT
+        if getattr(args, "beam_size", None) is not None and args.n_best > args.beam_size:
+            parser.error(f"argument --n-best: {args.n_best} exceeds --beam-size {args.beam_size} (a beam keeps "
+                         f"at most beam size hypotheses)")
         with warnings.catch_warnings():
             warnings.showwarning = lambda message, *rest, **kw: warn(str(message))
             return args.run(args)
@@ -627,6 +720,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         _stdout_to_devnull()
+        return EXIT_ERROR
+    except OSError as err:  # what was not reported more precisely where it happened
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"{PROG}: error: {where}{err.strerror or err}", file=sys.stderr, flush=True)
         return EXIT_ERROR
 
 

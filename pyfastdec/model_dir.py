@@ -40,6 +40,7 @@ DECODER_SELF_KINDS = ("attention", "ssru")
 NORMS = ("pre", "post")
 ACTIVATIONS = ("relu",)
 TOKEN_NAMES = ("pad", "unk", "bos", "eos", "mask")
+MIN_SOURCE_LEN = 2  # max_source_len counts EOS: a shorter one holds no source token
 MASK_PIECE = "<mask>"  # the drafter placeholder's piece in spm.model (export/vocab.py)
 
 CONFIG_FIELDS = ("format", "version", "arch", "d_model", "head_dim", "vocab_size", "norm", "activation",
@@ -286,6 +287,9 @@ def parse_config(obj: Any, where: str = CONFIG_FILE) -> ModelConfig:
 
     tokens = _parse_tokens(r, obj, vocab_size)
     max_source_len = r.integer(obj, "max_source_len", "")
+    if max_source_len < MIN_SOURCE_LEN:
+        raise r.fail("max_source_len", f"{max_source_len} (expected an integer >= {MIN_SOURCE_LEN}: room for a "
+                                       f"source token and EOS)")
 
     if arch == "nat-drafter":
         block_size = r.integer(obj, "block_size", "")

@@ -27,6 +27,7 @@ from pyfastdec.api import Corrector, LongInputWarning, Translator  # noqa: E402
 from pyfastdec.backends.base import StepOut, Want  # noqa: E402
 from pyfastdec.backends.native import NativeBackend  # noqa: E402
 from pyfastdec.decoding import beam_search, default_max_len, greedy  # noqa: E402
+from pyfastdec.decoding.draft_length import FixedDraftLength  # noqa: E402
 from pyfastdec.model_dir import ModelDirError  # noqa: E402
 from pyfastdec.text import Tokenizer, cut_ids, sentence_units, split_sentences  # noqa: E402
 
@@ -72,9 +73,15 @@ def models(tmp_path_factory):
     return paths
 
 
+# GAD's default draft-length policy decides from measured times, so the path a test
+# took would change from run to run: the shared translator cycles through every path.
+EVERY_DRAFT_LENGTH = [4, 0, 2, 1]  # the tiny drafter's block_size is 4
+
+
 @pytest.fixture(scope="session")
 def translator(models):
-    return Translator(models["verifier"], drafter=models["drafter"], threads=1, compute_type="float32")
+    return Translator(models["verifier"], drafter=models["drafter"], threads=1, compute_type="float32",
+                      draft_policy=FixedDraftLength(4, EVERY_DRAFT_LENGTH))
 
 
 def sentences(n: int, seed: int) -> list[str]:

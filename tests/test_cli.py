@@ -17,9 +17,17 @@ pytest.importorskip("torch", reason="the tiny models need the 'test' extra (torc
 
 from test_api import SHORT_SOURCE, models, sentences, translator  # noqa: E402,F401  (fixtures)
 from child_python import child_env  # noqa: E402
-from pyfastdec import cli, cpu_info  # noqa: E402
+from pyfastdec import api, cli, cpu_info  # noqa: E402
+from pyfastdec.decoding.draft_length import FixedDraftLength  # noqa: E402
 
 TEXTS = sentences(6, seed=21)
+
+
+@pytest.fixture(autouse=True)
+def fixed_draft_lengths(monkeypatch):
+    """The CLI's translators draft with the default policy, which decides from measured
+    times: in process, it cycles through every path instead (subprocesses pass --block)."""
+    monkeypatch.setattr(api, "AdaptiveDraftLength", lambda k_max: FixedDraftLength(k_max, [k_max, 0, 1]))
 LINES = [TEXTS[0], "", TEXTS[1], TEXTS[2], "", "", TEXTS[3], TEXTS[4], TEXTS[5]]  # empty lines inside
 
 
@@ -185,7 +193,7 @@ def test_info_and_bench(models, tmp_path, capsys):
 # ----------------------------------------------------------------------------- subprocesses
 def test_subprocess_stdin_to_stdout_and_errors(models, translator, tmp_path):
     stdin = "".join(line + "\n" for line in LINES).encode()
-    done = run_cli(["translate", *model_args(models, drafter=True)], tmp_path, stdin)
+    done = run_cli(["translate", *model_args(models, drafter=True), "--block", "2"], tmp_path, stdin)
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.decode() == expected(translator, LINES)
     bad = run_cli(["translate", *model_args(models)], tmp_path, b"a man .\n\xff\n")
@@ -199,8 +207,8 @@ def test_subprocess_workers_give_the_same_output(models, tmp_path, capsys):
     src = write_lines(tmp_path / "in.txt", sentences(40, seed=23) + [""] + sentences(9, seed=24))
     assert cli.main(["translate", *model_args(models, drafter=True), "-i", str(src), "--workers", "1"]) == 0
     one = capsys.readouterr().out.encode()
-    two = run_cli(["translate", *model_args(models, drafter=True), "-i", str(src), "--workers", "2",
-                   "--batch-size", "4", "--stats"], tmp_path)
+    two = run_cli(["translate", *model_args(models, drafter=True), "--block", "3", "-i", str(src),
+                   "--workers", "2", "--batch-size", "4", "--stats"], tmp_path)
     assert two.returncode == 0, two.stderr.decode()
     assert two.stdout == one and one.count(b"\n") == 50
     assert b"50 sentences in" in two.stderr

@@ -16,7 +16,7 @@ import numpy as np
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     import pyfastdec
-    from pyfastdec import _engine
+    from pyfastdec import _engine, runtime  # import pyfastdec loads no engine: runtime warns
 info = pyfastdec.cpu_info()
 rng = np.random.default_rng(0)
 a = rng.standard_normal((3, 37)).astype(np.float32)

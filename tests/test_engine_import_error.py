@@ -25,12 +25,13 @@ def copy_sources(root: Path, checkout: bool = True) -> Path:
 
 
 def import_error(cwd: Path, pythonpath: Path | None = None) -> str:
-    """The last stderr line of `python -S -c "import pyfastdec"` run in cwd. -S: no site
+    """The last stderr line of `python -S -c "from pyfastdec import cpu_info"` run in cwd (cpu_info: the
+    public name that loads the engine before numpy, which -S hides). -S: no site
     packages, so no editable-install finder can supply an engine from elsewhere."""
     env = {"PATH": "/usr/bin:/bin"}
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
-    done = subprocess.run([sys.executable, "-S", "-c", "import pyfastdec"], cwd=cwd, env=env,
+    done = subprocess.run([sys.executable, "-S", "-c", "from pyfastdec import cpu_info"], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0, done.stdout
     return done.stderr.strip().splitlines()[-1]

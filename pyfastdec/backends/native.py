@@ -13,10 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pyfastdec import _engine
 from pyfastdec.backends.base import Draft, StepOut, Want
-from pyfastdec.model_dir import ModelConfig, ModelDir
-from pyfastdec.runtime import default_threads
+from pyfastdec.model_dir import ModelConfig, ModelDir, ModelDirError
+from pyfastdec.runtime import _engine, default_threads  # runtime explains a missing engine
 from pyfastdec.shortlist import Shortlist
 
 SHORTLIST_FILE = "shortlist.bin"
@@ -65,12 +64,22 @@ class NativeBackend:
         if shortlist is False or shortlist is None:
             return None
         file = model_path / SHORTLIST_FILE if shortlist is True else Path(shortlist)
-        if shortlist is True and not file.exists():
+        if shortlist is True and not os.path.lexists(file):  # lexists: a dangling link is a broken file
             return None
-        loaded = Shortlist.load(file)
+        if not file.is_file():
+            what = ("a directory" if file.is_dir() else "a dangling symbolic link" if file.is_symlink()
+                    else "missing" if not os.path.lexists(file) else "not a regular file")
+            raise ModelDirError(f"{file}: (file): {what} (expected a shortlist file, export/SHORTLIST_FORMAT.md"
+                                + ("; or no shortlist.bin in the model directory)" if shortlist is True else ")"))
+        try:
+            loaded = Shortlist.load(file)
+        except OSError as err:
+            raise ModelDirError(f"{file}: (file): unreadable ({err.strerror})") from None
+        except ValueError as err:  # Shortlist.load's messages name the file and the field
+            raise ModelDirError(str(err)) from None
         if loaded.vocab_size != self.vocab_size:
-            raise ValueError(f"{file}: vocab_size: {loaded.vocab_size} differs from the model's "
-                             f"{self.vocab_size} ({self.model_dir.path})")
+            raise ModelDirError(f"{file}: vocab_size: {loaded.vocab_size} differs from the model's "
+                                f"{self.vocab_size} ({self.model_dir.path})")
         return loaded
 
     # ---- Backend protocol

@@ -22,8 +22,23 @@ depend on the choice: GAD accepts only what greedy would produce.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
+
+
+class DraftLengthPolicy(Protocol):
+    """What GAD asks of a draft-length policy (gad.py): k_max, the drafter's block;
+    choose() before every iteration; drafted() and verified() report what happened."""
+
+    k_max: int
+
+    def choose(self, rows: int, drafter_tokens: int) -> int: ...
+
+    def drafted(self, tokens: int, seconds: float) -> None: ...
+
+    def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float) -> None: ...
 
 
 class _LinearCost:
@@ -135,3 +150,28 @@ class AdaptiveDraftLength:
             survive *= q
             expected.append(expected[-1] + survive)
         self._expected = expected
+
+
+class FixedDraftLength:
+    """Verifies the given draft lengths in turn, cycling, whatever the timings: a run
+    that takes the same path on every machine (tests, and comparisons of draft lengths).
+    lengths: each in [0, k_max]; 0 is a plain greedy step without a drafter call."""
+
+    def __init__(self, k_max: int, lengths: Sequence[int]):
+        if k_max < 1:
+            raise ValueError(f"k_max must be >= 1, got {k_max}")
+        if not lengths or any(not 0 <= int(k) <= k_max for k in lengths):
+            raise ValueError(f"lengths must be a non-empty list of draft lengths in [0, {k_max}], got {list(lengths)}")
+        self.k_max, self.lengths = k_max, [int(k) for k in lengths]
+        self.chosen: list[int] = []  # every decision, for tests
+
+    def choose(self, rows: int, drafter_tokens: int) -> int:
+        k = self.lengths[len(self.chosen) % len(self.lengths)]
+        self.chosen.append(k)
+        return k
+
+    def drafted(self, tokens: int, seconds: float) -> None:
+        pass
+
+    def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float) -> None:
+        pass

@@ -18,7 +18,7 @@ import numpy as np
 
 from pyfastdec.backends.base import Backend, Want
 
-from .draft_length import AdaptiveDraftLength
+from .draft_length import DraftLengthPolicy
 from .draft_verify import AcceptRule, accept_argmax, accept_topk, draft_and_verify
 from .result import DecodeStats
 
@@ -31,7 +31,7 @@ class _DrafterDrafts:
     greedy costs."""
 
     def __init__(self, drafter: Backend, src_ids: list[list[int]], k: int, stats: DecodeStats,
-                 policy: AdaptiveDraftLength | None):
+                 policy: DraftLengthPolicy | None):
         self.drafter, self.k, self.stats, self.policy = drafter, k, stats, policy
         self.src_ids, self.live = src_ids, np.arange(len(src_ids))  # live: input index per row
         self.memory = None
@@ -92,7 +92,7 @@ def _run(verifier, drafter, src_ids, k, accept: AcceptRule, want: Want, max_len,
 
 
 def gad(verifier: Backend, drafter: Backend, src_ids: list[list[int]], k: int | None = None,
-        max_len: int | None = None, policy: AdaptiveDraftLength | None = None
+        max_len: int | None = None, policy: DraftLengthPolicy | None = None
         ) -> tuple[list[list[int]], DecodeStats]:
     """Vanilla GAD: outputs (ids without BOS/EOS, input order; equal to greedy's) and
     statistics. k: drafted tokens per iteration (default: the drafter's block_size);
@@ -103,7 +103,7 @@ def gad(verifier: Backend, drafter: Backend, src_ids: list[list[int]], k: int | 
 
 def gad_plus(verifier: Backend, drafter: Backend, src_ids: list[list[int]], beta: int = 3,
              tau: float = 1.0, k: int | None = None, max_len: int | None = None,
-             policy: AdaptiveDraftLength | None = None) -> tuple[list[list[int]], DecodeStats]:
+             policy: DraftLengthPolicy | None = None) -> tuple[list[list[int]], DecodeStats]:
     """GAD++ with top-beta / tau acceptance (defaults: the paper's quality setting);
     beta = 1, tau = 0 gives vanilla GAD's outputs. Other arguments as in gad."""
     if int(beta) < 1 or int(beta) > verifier.vocab_size:
