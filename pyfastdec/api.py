@@ -27,7 +27,7 @@ from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import DecodeStats, beam_search, gad, gad_plus, greedy, iad
 from pyfastdec.decoding.draft_length import AdaptiveDraftLength
 from pyfastdec.model_dir import ModelDir, ModelDirError
-from pyfastdec.runtime import default_threads
+from pyfastdec.runtime import check_threads, default_threads
 from pyfastdec.text import Tokenizer, split_to_fit
 
 ALGOS = ("greedy", "beam", "iad", "gad", "gad++")
@@ -192,10 +192,8 @@ class Translator:
 
     def __init__(self, model: str | os.PathLike | None = None, drafter: str | os.PathLike | None = None,
                  threads: int | None = None, compute_type: str = "int8", shortlist: bool = True):
-        if threads is not None and int(threads) < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
+        self.threads = default_threads() if threads is None else check_threads(threads)
         self.model_dir, self.drafter_dir = load_checked(model, drafter, self._role, compute_type)
-        self.threads = int(threads) if threads else default_threads()
         self.verifier = NativeBackend(self.model_dir.path, threads=self.threads, shortlist=shortlist)
         self.drafter = None
         if self.drafter_dir is not None:

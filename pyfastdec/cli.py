@@ -29,7 +29,7 @@ from pyfastdec.api import (ALGOS, DEFAULT_MODELS, Corrector, LongInputWarning, T
                            merge_stats, packaged_model_path)
 from pyfastdec.decoding import DecodeStats
 from pyfastdec.model_dir import ModelDir, ModelDirError
-from pyfastdec.runtime import cpu_info, default_threads
+from pyfastdec.runtime import check_threads, cpu_info, default_threads
 
 PROG = "fastdec"
 EXIT_ERROR, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
@@ -105,6 +105,14 @@ def positive_int(text: str) -> int:
     return value
 
 
+def thread_count(text: str) -> int:
+    value = positive_int(text)
+    try:
+        return check_threads(value, "--threads")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text}: " + str(e).split(": ", 1)[1]) from None
+
+
 def non_negative_float(text: str) -> float:
     try:
         value = float(text)
@@ -122,7 +130,7 @@ def _add_model_args(p: argparse.ArgumentParser, role: str, drafter: bool) -> Non
         p.add_argument("--drafter", metavar="DIR",
                        help="GAD drafter directory (arch nat-drafter, same vocabulary as the model; default with "
                             "no -m: the packaged drafter, if installed)")
-    p.add_argument("--threads", type=positive_int, metavar="N",
+    p.add_argument("--threads", type=thread_count, metavar="N",
                    help="intra-op threads per process (default: physical cores divided by --workers, "
                         "or FASTDEC_THREADS)")
     p.add_argument("--compute-type", choices=("int8", "float32"), default="int8",

@@ -16,7 +16,7 @@ import numpy as np
 from pyfastdec import _engine
 from pyfastdec.backends.base import Draft, StepOut, Want
 from pyfastdec.model_dir import ModelConfig, ModelDir
-from pyfastdec.runtime import default_threads
+from pyfastdec.runtime import check_threads, default_threads
 from pyfastdec.shortlist import Shortlist
 
 SHORTLIST_FILE = "shortlist.bin"
@@ -53,7 +53,7 @@ class NativeBackend:
         self.arch = cfg.arch
         self.block_size = cfg.block_size
         scales = cfg.quantization.activation_scales if cfg.quantization else {}
-        self.threads = threads or default_threads()
+        self.threads = default_threads() if threads is None else check_threads(threads)
         self._model = _engine.Model(engine_config(cfg), self.model_dir.tensors, dict(scales), self.threads)
         self.shortlist = self._load_shortlist(Path(path), shortlist)
 
