@@ -293,6 +293,12 @@ class Translator:
             merge_stats(stats, part, [units[u][0] for u in batch])
             for u, h in zip(batch, hyps):
                 unit_hyps[u] = h
+        for backend in (self.verifier, self.drafter):
+            # Native engines free scratch a huge batch grew (a no-op otherwise); other
+            # backends (the Backend protocol has no such call) keep their own memory.
+            release = getattr(backend, "release_scratch", None)
+            if release is not None:
+                release()
         per_input: list[list[list[_Hyp]]] = [[] for _ in texts]  # input -> chunks -> n-best
         for (i, _), h in zip(units, unit_hyps):
             per_input[i].append(h)
