@@ -322,6 +322,8 @@ void bind_kernels(py::module_& m) {
   // Surface a bad FASTDEC_ISA at import, with its message.
   isa_choice();
   m.def("cpu_info", &cpu_info, "Detected CPU features, the chosen ISA and each kernel's path.");
+  m.def("max_threads", &ThreadPool::max_threads,
+        "The most threads a pool may have: 4 per CPU this process may run on.");
 
   py::class_<ThreadPool>(m, "ThreadPool", "Intra-op threads (the caller counts as one).")
       .def(py::init<int>(), py::arg("threads"))

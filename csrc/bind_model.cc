@@ -260,6 +260,14 @@ class PyModel {
   }
 
   int threads() const { return model_->threads(); }
+  size_t scratch_bytes() {
+    py::gil_scoped_release release;
+    return model_->scratch_bytes();
+  }
+  size_t release_scratch(size_t keep_bytes) {
+    py::gil_scoped_release release;
+    return model_->release_scratch(keep_bytes);
+  }
 
  private:
   std::unique_ptr<Model> model_;
@@ -289,7 +297,11 @@ void bind_model(py::module_& m) {
       .def("truncate", &PyModel::truncate, py::arg("state"), py::arg("lengths"))
       .def("select_state", &PyModel::select_state, py::arg("state"), py::arg("rows"))
       .def("select_memory", &PyModel::select_memory, py::arg("memory"), py::arg("rows"))
-      .def("draft", &PyModel::draft, py::arg("memory"), py::arg("prefixes"), py::arg("k"));
+      .def("draft", &PyModel::draft, py::arg("memory"), py::arg("prefixes"), py::arg("k"))
+      .def("scratch_bytes", &PyModel::scratch_bytes,
+           "Bytes of scratch the model keeps between calls (it grows with a call's rows).")
+      .def("release_scratch", &PyModel::release_scratch, py::arg("keep_bytes"),
+           "Frees the scratch if it holds more than keep_bytes; returns the bytes freed.");
 }
 
 }  // namespace fastdec

@@ -32,7 +32,7 @@ from pyfastdec.decoding import DecodeStats, beam_search, gad, gad_plus, greedy, 
 from pyfastdec.decoding.draft_length import AdaptiveDraftLength, DraftLengthPolicy
 from pyfastdec.decoding.source_draft_length import SourceDraftLength
 from pyfastdec.model_dir import ModelDir, ModelDirError
-from pyfastdec.runtime import default_threads
+from pyfastdec.runtime import check_threads, default_threads
 from pyfastdec.size_limits import MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK, MAX_N_BEST, check_size
 from pyfastdec.text import Tokenizer, clean_text, sentence_units
 
@@ -218,10 +218,8 @@ class Translator:
     def __init__(self, model: str | os.PathLike | None = None, drafter: str | os.PathLike | None = None,
                  threads: int | None = None, compute_type: str = "int8", shortlist: bool = True,
                  draft_policy: DraftLengthPolicy | None = None):
-        if threads is not None and int(threads) < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
+        self.threads = default_threads() if threads is None else check_threads(threads)
         self.model_dir, self.drafter_dir = load_checked(model, drafter, self._role, compute_type)
-        self.threads = int(threads) if threads else default_threads()
         self.verifier = NativeBackend(self.model_dir, threads=self.threads, shortlist=shortlist)
         self.drafter = None
         if self.drafter_dir is not None:
@@ -340,6 +338,12 @@ class Translator:
             merge_stats(stats, part, [units[u][0] for u in batch])
             for u, h in zip(batch, hyps):
                 unit_hyps[u] = h
+        for backend in (self.verifier, self.drafter):
+            # Native engines free scratch a huge batch grew (a no-op otherwise); other
+            # backends (the Backend protocol has no such call) keep their own memory.
+            release = getattr(backend, "release_scratch", None)
+            if release is not None:
+                release()
         per_input: list[list[list[_Hyp]]] = [[] for _ in texts]  # input -> units -> n-best
         for (i, _), h in zip(units, unit_hyps):
             per_input[i].append(h)

@@ -43,7 +43,7 @@ try:
                                    merge_stats, packaged_model_path)
         from pyfastdec.decoding import DecodeStats
         from pyfastdec.model_dir import ModelDir, ModelDirError
-        from pyfastdec.runtime import cpu_info, default_threads
+        from pyfastdec.runtime import check_threads, cpu_info, default_threads
         from pyfastdec.size_limits import (ENGINE_MAX_TOPK, MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK,
                                            MAX_N_BEST, MAX_WORKERS)
     finally:
@@ -142,6 +142,14 @@ def bounded_int(maximum: int, why: str):
     return parse
 
 
+def thread_count(text: str) -> int:
+    value = positive_int(text)
+    try:
+        return check_threads(value, "--threads")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text}: " + str(e).split(": ", 1)[1]) from None
+
+
 def non_negative_float(text: str) -> float:
     try:
         value = float(text)
@@ -159,7 +167,7 @@ def _add_model_args(p: argparse.ArgumentParser, role: str, drafter: bool) -> Non
         p.add_argument("--drafter", metavar="DIR",
                        help="GAD drafter directory (arch nat-drafter, same vocabulary as the model; default with "
                             "no -m: the packaged drafter, if installed)")
-    p.add_argument("--threads", type=positive_int, metavar="N",
+    p.add_argument("--threads", type=thread_count, metavar="N",
                    help="intra-op threads per process (default: physical cores divided by --workers, "
                         "or FASTDEC_THREADS)")
     p.add_argument("--compute-type", choices=("int8", "float32"), default="int8",

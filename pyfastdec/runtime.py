@@ -36,17 +36,35 @@ def physical_cores() -> int:
     return max(1, len(cores))
 
 
+def max_threads() -> int:
+    """The most intra-op threads a pool may have: 4 per CPU this process may run on.
+    Workers spin before they sleep, so threads beyond the CPUs only take time from each
+    other; the margin leaves room for oversubscription experiments, and the limit turns
+    a typo (threads=10**6) into an error instead of a hang."""
+    return _engine.max_threads()
+
+
+def check_threads(value, what: str = "threads") -> int:
+    """value as a thread count in [1, max_threads()], else a one-line ValueError naming
+    `what` (the argument, option or variable it came from)."""
+    try:
+        threads = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what}={value!r}: expected a positive integer") from None
+    if threads < 1:
+        raise ValueError(f"{what}={value!r}: expected a positive integer")
+    limit = max_threads()
+    if threads > limit:
+        raise ValueError(f"{what}={value!r}: at most {limit} threads "
+                         f"(4 per CPU this process may use; {limit // 4} CPUs)")
+    return threads
+
+
 def default_threads() -> int:
     """FASTDEC_THREADS if set, else the number of physical cores."""
     env = os.environ.get("FASTDEC_THREADS")
     if env:
-        try:
-            value = int(env)
-        except ValueError:
-            raise ValueError(f"FASTDEC_THREADS={env!r}: expected a positive integer") from None
-        if value < 1:
-            raise ValueError(f"FASTDEC_THREADS={env!r}: expected a positive integer")
-        return value
+        return check_threads(env, "FASTDEC_THREADS")
     return physical_cores()
 
 

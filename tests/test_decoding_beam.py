@@ -86,7 +86,11 @@ def test_a_row_alone_equals_the_row_in_a_batch(model_and_backends):
         for i in (0, 3, 6):
             alone, _ = beam_search(backend, [sources[i]], beam_size=3)
             assert [h.tokens for h in alone[0]] == [h.tokens for h in batched[i]]
-            assert [h.score for h in alone[0]] == pytest.approx([h.score for h in batched[i]], abs=1e-5)
+            scores, want = [h.score for h in alone[0]], [h.score for h in batched[i]]
+            if backend is native:  # the README promises bit for bit
+                assert scores == want
+            else:  # torch picks its matmul blocking by batch size: last-bit differences
+                assert scores == pytest.approx(want, abs=1e-5)
 
 
 def test_max_len_returns_unfinished_hypotheses(model_and_backends):

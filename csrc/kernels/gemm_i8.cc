@@ -7,12 +7,6 @@
 namespace fastdec {
 namespace {
 
-// Per-thread scratch for quantised activations; reused across calls.
-struct QuantScratch {
-  AlignedBuffer<uint8_t> rows;
-  AlignedBuffer<float> dequant;
-};
-
 struct QuantizedA {
   const uint8_t* data;
   size_t stride;
@@ -20,8 +14,10 @@ struct QuantizedA {
 };
 
 QuantizedA quantize_activations(const KernelTable& kt, const float* a, int M, int K,
-                                size_t lda, const float* act_scale) {
-  thread_local QuantScratch scratch;
+                                size_t lda, const float* act_scale, I8Scratch* owned) {
+  // Quantisation runs on the calling thread, before the GEMM is split.
+  thread_local I8Scratch per_thread;
+  I8Scratch& scratch = owned ? *owned : per_thread;
   size_t stride = kt.i8_a_row_bytes(K);
   uint8_t* rows = scratch.rows.reserve_scratch(stride * static_cast<size_t>(M));
   float* dequant = scratch.dequant.reserve_scratch(static_cast<size_t>(M));
@@ -54,10 +50,10 @@ I8Matrix::I8Matrix(const KernelTable& kernels, const int8_t* w, int N, int K,
 }
 
 void gemm_i8(const I8Matrix& w, const float* a, int M, size_t lda, const float* act_scale,
-             const float* bias, bool relu, float* c, size_t ldc, ThreadPool* pool) {
+             const float* bias, bool relu, float* c, size_t ldc, ThreadPool* pool, I8Scratch* scratch) {
   if (M <= 0) return;
   const KernelTable& kt = *w.kernels_;
-  QuantizedA q = quantize_activations(kt, a, M, w.K_, lda, act_scale);
+  QuantizedA q = quantize_activations(kt, a, M, w.K_, lda, act_scale, scratch);
   I8GemmArgs args;
   args.M = M;
   args.N = w.N_;
@@ -78,11 +74,11 @@ void gemm_i8(const I8Matrix& w, const float* a, int M, size_t lda, const float* 
 
 void gemm_i8_columns(const I8Matrix& w, const float* a, int M, size_t lda,
                      const float* act_scale, const int32_t* cols, const int64_t* offsets,
-                     const float* bias, float* c, ThreadPool* pool) {
+                     const float* bias, float* c, ThreadPool* pool, I8Scratch* scratch) {
   if (M <= 0) return;
   if (!w.has_rows()) throw std::invalid_argument("gemm_i8_columns: matrix packed without rows");
   const KernelTable& kt = *w.kernels_;
-  QuantizedA q = quantize_activations(kt, a, M, w.K_, lda, act_scale);
+  QuantizedA q = quantize_activations(kt, a, M, w.K_, lda, act_scale, scratch);
   I8ColumnsArgs args;
   args.M = M;
   args.K = w.K_;

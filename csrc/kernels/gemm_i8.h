@@ -12,6 +12,14 @@
 
 namespace fastdec {
 
+// Quantised activations of a call, reused across calls: it grows to the largest M seen.
+// Owned by whoever runs the GEMMs (a model, which can then account for and free it).
+struct I8Scratch {
+  AlignedBuffer<uint8_t> rows;
+  AlignedBuffer<float> dequant;
+  size_t bytes() const { return rows.size() + dequant.size() * sizeof(float); }
+};
+
 class I8Matrix {
  public:
   // w: int8 [N,K] row-major, values in [-127, 127]. scales: N floats (per output
@@ -27,9 +35,10 @@ class I8Matrix {
 
  private:
   friend void gemm_i8(const I8Matrix&, const float*, int, size_t, const float*, const float*,
-                      bool, float*, size_t, ThreadPool*);
+                      bool, float*, size_t, ThreadPool*, I8Scratch*);
   friend void gemm_i8_columns(const I8Matrix&, const float*, int, size_t, const float*,
-                              const int32_t*, const int64_t*, const float*, float*, ThreadPool*);
+                              const int32_t*, const int64_t*, const float*, float*, ThreadPool*,
+                              I8Scratch*);
   const KernelTable* kernels_;
   int N_, K_;
   AlignedBuffer<int8_t> packed_;
@@ -39,13 +48,15 @@ class I8Matrix {
 };
 
 // act_scale: null -> dynamic per-row 127/max|a|; else the calibrated scale.
+// scratch: null -> one kept per calling thread.
 void gemm_i8(const I8Matrix& w, const float* a, int M, size_t lda, const float* act_scale,
-             const float* bias, bool relu, float* c, size_t ldc, ThreadPool* pool);
+             const float* bias, bool relu, float* c, size_t ldc, ThreadPool* pool,
+             I8Scratch* scratch = nullptr);
 
 // Row m computes only columns cols[offsets[m] .. offsets[m+1]) of W, written densely to
 // c[offsets[m] ..]. Requires keep_rows. Column ids must be in [0, N) (checked by callers).
 void gemm_i8_columns(const I8Matrix& w, const float* a, int M, size_t lda,
                      const float* act_scale, const int32_t* cols, const int64_t* offsets,
-                     const float* bias, float* c, ThreadPool* pool);
+                     const float* bias, float* c, ThreadPool* pool, I8Scratch* scratch = nullptr);
 
 }  // namespace fastdec

@@ -1,7 +1,12 @@
 #include "kernels/thread_pool.h"
 
+#include <sched.h>
+
 #include <chrono>
+#include <cstring>
 #include <stdexcept>
+#include <string>
+#include <system_error>
 
 namespace fastdec {
 namespace {
@@ -18,13 +23,41 @@ inline uint64_t count_of(uint64_t w) { return (w >> kIndexBits) & kIndexMask; }
 inline uint64_t next_of(uint64_t w) { return w & kIndexMask; }
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) : threads_(threads) {
-  if (threads < 1) throw std::invalid_argument("ThreadPool: threads must be >= 1");
-  workers_.reserve(static_cast<size_t>(threads - 1));
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+int ThreadPool::max_threads() {
+  int cpus = 0;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cpus = CPU_COUNT(&set);
+  if (cpus < 1) cpus = static_cast<int>(std::thread::hardware_concurrency());
+  return kThreadsPerCpu * std::max(cpus, 1);
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::ThreadPool(int threads) : threads_(threads) {
+  if (threads < 1) throw std::invalid_argument("ThreadPool: threads must be >= 1");
+  int limit = max_threads();
+  if (threads > limit)
+    throw std::invalid_argument("ThreadPool: threads=" + std::to_string(threads) + " exceeds the limit " +
+                                std::to_string(limit) + " (" + std::to_string(kThreadsPerCpu) +
+                                " per CPU this process may use)");
+  workers_.reserve(static_cast<size_t>(threads - 1));
+  try {
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  } catch (const std::system_error& e) {
+    // No destructor runs for a constructor that throws: the started workers must be
+    // stopped here, or unwinding destroys wake_ under their wait (pthread_cond_destroy
+    // blocks for ever) and then joinable std::threads (std::terminate).
+    size_t started = workers_.size();
+    stop_workers();
+    throw std::runtime_error("ThreadPool: could not start thread " + std::to_string(started + 2) + " of " +
+                             std::to_string(threads) + " (" + e.what() + "); use fewer threads");
+  } catch (...) {
+    stop_workers();
+    throw;
+  }
+}
+
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(wake_mutex_);
     stop_.store(true);
@@ -32,6 +65,7 @@ ThreadPool::~ThreadPool() {
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
+  workers_.clear();
 }
 
 void ThreadPool::run_tasks() {

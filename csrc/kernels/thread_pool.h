@@ -18,7 +18,16 @@ namespace fastdec {
 
 class ThreadPool {
  public:
-  // threads >= 1 counts the calling thread: ThreadPool(1) starts no worker.
+  // Threads a pool may have: kThreadsPerCpu per CPU this process may run on. Workers
+  // spin before they sleep, so threads beyond the CPUs only take time from each other;
+  // the limit leaves room for oversubscription experiments and refuses nonsense
+  // (threads=10**6 would try to reserve 8 TB of stacks).
+  static constexpr int kThreadsPerCpu = 4;
+  static int max_threads();
+
+  // threads in [1, max_threads()] counts the calling thread: ThreadPool(1) starts no
+  // worker. Throws std::runtime_error (the started workers joined) when the system
+  // cannot create a thread.
   explicit ThreadPool(int threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -33,6 +42,7 @@ class ThreadPool {
  private:
   void worker_loop();
   void run_tasks();
+  void stop_workers();  // wakes, stops and joins every started worker
 
   const int threads_;
   std::vector<std::thread> workers_;

@@ -77,20 +77,21 @@ Linear Linear::from_float(const KernelTable& kernels, const float* w, int out, i
   return l;
 }
 
-void Linear::forward(const float* x, int rows, float* y, ThreadPool* pool, bool relu) const {
+void Linear::forward(const float* x, int rows, float* y, ThreadPool* pool, bool relu,
+                     I8Scratch* scratch) const {
   if (i8_)
     gemm_i8(*i8_, x, rows, static_cast<size_t>(in_), act_scale_ > 0.f ? &act_scale_ : nullptr,
-            bias_.data(), relu, y, static_cast<size_t>(out_), pool);
+            bias_.data(), relu, y, static_cast<size_t>(out_), pool, scratch);
   else
     gemm_f32(*f32_, x, rows, static_cast<size_t>(in_), bias_.data(), relu, y,
              static_cast<size_t>(out_), pool);
 }
 
 void Linear::forward_columns(const float* x, int rows, const int32_t* cols, const int64_t* offsets,
-                             float* y, ThreadPool* pool) const {
+                             float* y, ThreadPool* pool, I8Scratch* scratch) const {
   if (!supports_columns()) throw std::logic_error("Linear: column subsets need an int8 matrix with rows");
   gemm_i8_columns(*i8_, x, rows, static_cast<size_t>(in_), act_scale_ > 0.f ? &act_scale_ : nullptr,
-                  cols, offsets, bias_.data(), y, pool);
+                  cols, offsets, bias_.data(), y, pool, scratch);
 }
 
 }  // namespace fastdec

@@ -34,10 +34,12 @@ class Linear {
   int out() const { return out_; }
   int in() const { return in_; }
 
-  void forward(const float* x, int rows, float* y, ThreadPool* pool, bool relu = false) const;
+  // scratch: for the int8 activations (null: gemm_i8's per-thread one).
+  void forward(const float* x, int rows, float* y, ThreadPool* pool, bool relu = false,
+               I8Scratch* scratch = nullptr) const;
   // Per-row column subset (int8 with keep_rows only): see gemm_i8_columns.
   void forward_columns(const float* x, int rows, const int32_t* cols, const int64_t* offsets,
-                       float* y, ThreadPool* pool) const;
+                       float* y, ThreadPool* pool, I8Scratch* scratch = nullptr) const;
   bool supports_columns() const { return i8_ && i8_->has_rows(); }
 
  private:

@@ -4,10 +4,14 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <stdexcept>
 #include <unordered_set>
 
 #include "kernels/dispatch.h"
+#include "kernels/gemm_i8.h"
 #include "kernels/row_ops.h"
 #include "layers/attention.h"
 #include "layers/ssru.h"
@@ -168,7 +172,7 @@ Memory Model::encode(const std::vector<std::vector<int32_t>>& sources,
     const int inner = L.heads * hd;
     sublayer_input(L.ln_attn, x_.data(), T, h_.data());
     big_.resize(static_cast<size_t>(T) * 3 * inner);
-    L.qkv.forward(h_.data(), T, big_.data(), &pool_);
+    L.qkv.forward(h_.data(), T, big_.data(), &pool_, false, &i8_scratch_);
     att_.resize(static_cast<size_t>(T) * inner);
     parallel_rows(&pool_, R, [&](int b) {
       int len = offset[b + 1] - offset[b];
@@ -179,12 +183,12 @@ Memory Model::encode(const std::vector<std::vector<int32_t>>& sources,
              att_.data() + static_cast<size_t>(offset[b]) * inner, static_cast<size_t>(inner),
              attention_scratch);
     });
-    L.o.forward(att_.data(), T, y_.data(), &pool_);
+    L.o.forward(att_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
     add_residual(L.ln_attn, x_.data(), y_.data(), T);
     sublayer_input(L.ln_ffn, x_.data(), T, h_.data());
     big_.resize(static_cast<size_t>(T) * L.fc1.out());
-    L.fc1.forward(h_.data(), T, big_.data(), &pool_, /*relu=*/true);
-    L.fc2.forward(big_.data(), T, y_.data(), &pool_);
+    L.fc1.forward(h_.data(), T, big_.data(), &pool_, /*relu=*/true, &i8_scratch_);
+    L.fc2.forward(big_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
     add_residual(L.ln_ffn, x_.data(), y_.data(), T);
   }
   if (cfg_.pre_norm) enc_final_.forward(x_.data(), T, x_.data());
@@ -199,7 +203,7 @@ Memory Model::encode(const std::vector<std::vector<int32_t>>& sources,
   for (size_t l = 0; l < decoder_.size(); ++l) {
     const int width = 2 * decoder_[l].heads * hd;
     big_.resize(static_cast<size_t>(T) * width);
-    decoder_[l].cross_kv.forward(x_.data(), T, big_.data(), &pool_);
+    decoder_[l].cross_kv.forward(x_.data(), T, big_.data(), &pool_, false, &i8_scratch_);
     for (int b = 0; b < R; ++b)
       rows[b]->cross_kv[l].assign(big_.begin() + static_cast<std::ptrdiff_t>(offset[b]) * width,
                                   big_.begin() + static_cast<std::ptrdiff_t>(offset[b + 1]) * width);
@@ -235,7 +239,7 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
     sublayer_input(L.ln_self, x, T, h_.data());
     if (cfg_.ssru_decoder) {
       big_.resize(static_cast<size_t>(T) * 2 * d);
-      L.ssru.forward(h_.data(), T, big_.data(), &pool_);
+      L.ssru.forward(h_.data(), T, big_.data(), &pool_, false, &i8_scratch_);
       parallel_rows(&pool_, R, [&](int b) {
         RowCache& row = *rows[b];
         float* c = row.c[l].data();
@@ -245,7 +249,7 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
       });
     } else {
       big_.resize(static_cast<size_t>(T) * 3 * inner);
-      L.self_qkv.forward(h_.data(), T, big_.data(), &pool_);
+      L.self_qkv.forward(h_.data(), T, big_.data(), &pool_, false, &i8_scratch_);
       att_.resize(static_cast<size_t>(T) * inner);
       parallel_rows(&pool_, R, [&](int b) {
         RowCache& row = *rows[b];
@@ -270,14 +274,14 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
                visible.data(), att_.data() + static_cast<size_t>(offset[b]) * inner, static_cast<size_t>(inner),
                attention_scratch);
       });
-      L.self_o.forward(att_.data(), T, y_.data(), &pool_);
+      L.self_o.forward(att_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
     }
     add_residual(L.ln_self, x, y_.data(), T);
     // Cross-attention over the row's own source.
     sublayer_input(L.ln_cross, x, T, h_.data());
     att_.resize(static_cast<size_t>(T) * inner);
     big_.resize(static_cast<size_t>(T) * inner);
-    L.cross_q.forward(h_.data(), T, big_.data(), &pool_);
+    L.cross_q.forward(h_.data(), T, big_.data(), &pool_, false, &i8_scratch_);
     parallel_rows(&pool_, R, [&](int b) {
       const MemoryRow& mem = *rows[b]->memory;
       const int src = static_cast<int>(mem.source.size());
@@ -287,13 +291,13 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
              counts[b], kv, kv + inner, 2 * static_cast<size_t>(inner), src, visible.data(),
              att_.data() + static_cast<size_t>(offset[b]) * inner, static_cast<size_t>(inner), attention_scratch);
     });
-    L.cross_o.forward(att_.data(), T, y_.data(), &pool_);
+    L.cross_o.forward(att_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
     add_residual(L.ln_cross, x, y_.data(), T);
     // FFN.
     sublayer_input(L.ln_ffn, x, T, h_.data());
     big_.resize(static_cast<size_t>(T) * L.fc1.out());
-    L.fc1.forward(h_.data(), T, big_.data(), &pool_, /*relu=*/true);
-    L.fc2.forward(big_.data(), T, y_.data(), &pool_);
+    L.fc1.forward(h_.data(), T, big_.data(), &pool_, /*relu=*/true, &i8_scratch_);
+    L.fc2.forward(big_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
     add_residual(L.ln_ffn, x, y_.data(), T);
   }
   if (cfg_.pre_norm) dec_final_.forward(x, T, x);
@@ -393,6 +397,35 @@ void Model::draft(const Memory& memory, const std::vector<std::vector<int32_t>>&
   output_stats(block.data(), R * k, memory_of, request, outputs);
 }
 
+// ---------------------------------------------------------------- scratch
+size_t Model::held_scratch_bytes() const {
+  size_t floats = 0;
+  for (const auto* v : {&x_, &h_, &big_, &y_, &att_, &logits_}) floats += v->capacity();
+  return floats * sizeof(float) + i8_scratch_.bytes();
+}
+
+size_t Model::scratch_bytes() {
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  return held_scratch_bytes();
+}
+
+size_t Model::release_scratch(size_t keep_bytes) {
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  size_t held = held_scratch_bytes();
+  if (held <= keep_bytes) return 0;
+  // shrink_to_fit is only a request; swapping with an empty vector frees.
+  for (auto* v : {&x_, &h_, &big_, &y_, &att_, &logits_}) std::vector<float>().swap(*v);
+  i8_scratch_ = I8Scratch();
+#if defined(__GLIBC__)
+  // The big batch's decoder caches and encoder memories (per-row vectors, mostly below
+  // the mmap threshold) were freed by now, but glibc keeps freed heap pages mapped
+  // while any live chunk sits above them: measured, RSS stayed ~0.9 GB above the load
+  // size after a 5000-row batch until malloc_trim returned the free pages.
+  malloc_trim(0);
+#endif
+  return held;
+}
+
 // ---------------------------------------------------------------- output layer
 void Model::output_stats(const float* h, int T, const std::vector<const MemoryRow*>& memory_of,
                          const StepRequest& request, const StepOutputs& outputs) {
@@ -408,7 +441,7 @@ void Model::output_stats(const float* h, int T, const std::vector<const MemoryRo
   }
   logits_.resize(static_cast<size_t>(offsets[T]));
   if (!any_shortlist) {
-    output_.forward(h, T, logits_.data(), &pool_);
+    output_.forward(h, T, logits_.data(), &pool_, false, &i8_scratch_);
   } else if (output_.supports_columns()) {
     std::vector<int32_t> cols(static_cast<size_t>(offsets[T]));
     for (int t = 0; t < T; ++t) {
@@ -419,11 +452,11 @@ void Model::output_stats(const float* h, int T, const std::vector<const MemoryRo
       else
         std::copy(s.begin(), s.end(), dst);
     }
-    output_.forward_columns(h, T, cols.data(), offsets.data(), logits_.data(), &pool_);
+    output_.forward_columns(h, T, cols.data(), offsets.data(), logits_.data(), &pool_, &i8_scratch_);
   } else {
     // fp32 models: compute every column, then keep the shortlisted ones (same result).
     std::vector<float> full(static_cast<size_t>(T) * V);
-    output_.forward(h, T, full.data(), &pool_);
+    output_.forward(h, T, full.data(), &pool_, false, &i8_scratch_);
     for (int t = 0; t < T; ++t) {
       const auto& s = memory_of[t]->shortlist;
       float* dst = logits_.data() + offsets[t];

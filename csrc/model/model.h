@@ -55,6 +55,13 @@ class Model {
   void draft(const Memory& memory, const std::vector<std::vector<int32_t>>& prefixes, int k,
              int64_t* ids, float* logprobs);
 
+  // Scratch grows with the rows of a call and is kept for the next one. scratch_bytes:
+  // what it holds now (the int8 activation scratch included);
+  // release_scratch frees it all if it holds more than keep_bytes (after a batch far
+  // beyond the usual size), returning the bytes freed.
+  size_t scratch_bytes();
+  size_t release_scratch(size_t keep_bytes);
+
  private:
   struct EncoderLayer {
     int heads = 0;
@@ -81,6 +88,7 @@ class Model {
   // (after the final layer norm) in x.
   void decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& counts, float* x,
                     Visibility visibility, int block);
+  size_t held_scratch_bytes() const;  // call_mutex_ held
   // Output layer over hidden rows h [T, d]; row t belongs to cache row row_of[t].
   void output_stats(const float* h, int T, const std::vector<const MemoryRow*>& memory_of,
                     const StepRequest& request, const StepOutputs& outputs);
@@ -99,6 +107,7 @@ class Model {
   LayerNorm enc_final_, dec_final_;
   // Scratch, reused across calls.
   std::vector<float> x_, h_, big_, y_, att_, logits_;
+  I8Scratch i8_scratch_;
 };
 
 }  // namespace fastdec

@@ -15,10 +15,15 @@ import numpy as np
 
 from pyfastdec.backends.base import Draft, StepOut, Want
 from pyfastdec.model_dir import ModelConfig, ModelDir, ModelDirError
-from pyfastdec.runtime import _engine, default_threads  # runtime explains a missing engine
+from pyfastdec.runtime import _engine, check_threads, default_threads  # runtime explains a missing engine
 from pyfastdec.shortlist import Shortlist
 
 SHORTLIST_FILE = "shortlist.bin"
+# The engine keeps its scratch (which grows with a call's rows) between calls. Above this
+# it is freed after a translate call: a 32-row batch of 128-token sources (the default
+# batch at max_source_len) needs about 72 MiB on the packaged models, a 5000-row batch
+# over 1 GiB.
+SCRATCH_KEEP_BYTES = 128 * 2**20
 
 
 def engine_config(cfg: ModelConfig) -> dict:
@@ -56,7 +61,7 @@ class NativeBackend:
         self.arch = cfg.arch
         self.block_size = cfg.block_size
         scales = cfg.quantization.activation_scales if cfg.quantization else {}
-        self.threads = threads or default_threads()
+        self.threads = default_threads() if threads is None else check_threads(threads)
         self._model = _engine.Model(engine_config(cfg), self.model_dir.tensors, dict(scales), self.threads)
         self.shortlist = self._load_shortlist(self.model_dir.path, shortlist)
 
@@ -119,6 +124,17 @@ class NativeBackend:
     def draft(self, memory, prefix: list[list[int]], k: int | None = None) -> Draft:
         ids, logprobs = self._model.draft(memory, [list(map(int, p)) for p in prefix], k or self.block_size)
         return Draft(ids, logprobs)
+
+    def scratch_bytes(self) -> int:
+        """Bytes of scratch the engine keeps between calls."""
+        return self._model.scratch_bytes()
+
+    def release_scratch(self, keep_bytes: int | None = None) -> int:
+        """Frees the engine's scratch if it holds more than keep_bytes (default
+        SCRATCH_KEEP_BYTES), as after a batch far beyond the usual size, and returns the
+        freed heap pages to the system; the next call grows it again. Returns the bytes
+        freed (0: nothing done)."""
+        return self._model.release_scratch(SCRATCH_KEEP_BYTES if keep_bytes is None else keep_bytes)
 
     def _require_ar(self, what: str):
         if self.arch != "transformer":
