@@ -58,6 +58,8 @@ def test_shipped_evaluation_sets_are_aligned_and_found_by_default(monkeypatch):
         assert corpus_path(split, "en").parent == REPO_ROOT / "data" / "multi30k"
         pairs = load_pairs(split, "en", "de")
         assert len(pairs) == n and all(s and t for s, t in pairs)
+    # Training corpora are not shipped: they come from the team's shared folder.
+    assert corpus_path("train", "en") == REPO_ROOT.parent / "shared" / "data" / "multi30k" / "train.en.gz"
 
 
 def test_data_root_from_env(tmp_path, monkeypatch):
