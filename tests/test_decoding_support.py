@@ -25,13 +25,13 @@ import pytest
 torch = pytest.importorskip("torch", reason="the reference models need the 'test' extra (torch)")
 
 from export.calibrate import calibrate
-from export.tiny import random_sources
+from export.tiny import random_sources, tiny_spm
 from export.tiny_task import task_sources, trained_drafter, trained_verifier, translate
 from export.torch_backend import TorchBackend
 from export.writer import write_model_dir
 from pyfastdec.backends.base import Draft, StepOut, Want
 from pyfastdec.backends.native import NativeBackend
-from pyfastdec.decoding import greedy
+from pyfastdec.decoding import gad, greedy
 from pyfastdec.decoding.limits import default_max_len
 
 torch.set_num_threads(1)  # tiny models; the machine's cores are shared
@@ -234,8 +234,6 @@ def test_oracle_drafter_proposes_the_greedy_continuation():
 # ----------------------------------------------------------------------------- the trained models are not degenerate
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    from export.tiny import tiny_spm
-
     spm = tiny_spm(tmp_path_factory.mktemp("spm") / "spm.model")
     verifiers = {name: backends(tiny_verifier(**spec), spm, tmp_path_factory.mktemp(name))
                  for name, spec in VARIANTS.items()}
@@ -267,15 +265,12 @@ def test_trained_verifier_next_token_depends_on_what_it_holds(trained, name):
             wrong = out[:i - 1] + [5 + (out[i - 1] - 5 + 17) % (V - 5)]
             state = ref.start(ref.encode([src]))
             after = ref.step(state, np.array([[BOS] + wrong]), Want()).argmax[0, -1]
-            changed += int(after != out[i]) if i < len(out) else 0
-            total += 1
+            changed, total = changed + int(after != out[i]), total + 1
     assert changed >= 0.5 * total
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_trained_drafter_is_sometimes_accepted_and_sometimes_not(trained, name):
-    from pyfastdec.decoding import gad
-
     sources = random_sources(32, seed=53)
     for verifier, drafter in zip(trained[0][name], trained[1]):
         _, stats = gad(verifier, drafter, sources)
