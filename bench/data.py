@@ -20,7 +20,7 @@ class DataMissing(RuntimeError):
 
 
 def multi30k_test(limit: int | None = None) -> TestSet:
-    """Multi30k test_2016_flickr En->De (shared data), its first `limit` pairs."""
+    """Multi30k test_2016_flickr En->De (shipped in data/multi30k), its first `limit` pairs."""
     from export.data import load_pairs
 
     split, src, tgt = MULTI30K
@@ -36,19 +36,22 @@ def multi30k_val() -> list[tuple[str, str]]:
 
 
 def uagec_dir() -> Path:
-    from export.uagec import corpus_dir  # $FASTDEC_UAGEC or /work/runs/data/uagec
+    """The UA-GEC gec-only corpus, extracted from the ua-gec package on first use
+    ($FASTDEC_UAGEC, else a per-user cache: export/uagec.py)."""
+    from export.data import DataError
+    from export.uagec import ensure_corpus
 
-    return corpus_dir()
+    try:
+        return ensure_corpus()
+    except DataError as err:  # the ua-gec package is not installed
+        raise DataMissing(str(err)) from None
 
 
 def _uagec_pairs(split: str) -> list[tuple[str, str]]:
     from export.data import read_parallel
 
     root = uagec_dir()
-    src, tgt = root / f"{split}.src.gz", root / f"{split}.tgt.gz"
-    if not src.is_file():
-        raise DataMissing(f"no UA-GEC corpus at {root} (pip install ua-gec && python -m export.uagec)")
-    return read_parallel(src, tgt)
+    return read_parallel(root / f"{split}.src.gz", root / f"{split}.tgt.gz")
 
 
 def uagec_test(limit: int | None = None) -> TestSet:

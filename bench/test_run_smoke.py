@@ -58,6 +58,7 @@ def run(tmp_path_factory):
     for name in ("test.src", "test.tgt", "val.src", "val.tgt"):
         with gzip.open(gec / f"{name}.gz", "wt") as f:
             f.write("\n".join(UAGEC_LINES) + "\n")
+    (gec / "stats.json").write_text('{"layer": "gec-only"}')  # marks the corpus complete (export.uagec)
     mp = pytest.MonkeyPatch()
     mp.setenv("FASTDEC_UAGEC", str(gec))
     mp.setattr(bench.models, "CACHE", root / "cache")

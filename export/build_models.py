@@ -138,9 +138,7 @@ class Builder:
         return out
 
     def uk_gec(self) -> Path:
-        if not (uagec.corpus_dir() / "train.src.gz").exists():
-            log(f"extracting UA-GEC -> {uagec.corpus_dir()}")
-            uagec.main([])
+        log(f"UA-GEC corpus: {uagec.ensure_corpus()}")  # extracted from the ua-gec package if missing
         return self.write_int8(self.train("uk-gec"), "uk-gec")
 
     def write_int8(self, ckpt: Path, name: str) -> Path:

@@ -1,4 +1,5 @@
-"""Reading the parallel corpora from the shared data folder, strictly.
+"""Reading the parallel corpora, strictly: the evaluation sets shipped in <repo>/data/,
+the full corpora (training) from the team's shared data folder or $FASTDEC_DATA.
 
 Every line of a source file must pair with the same line of its target file, so any
 defect that could shift lines (a missing file, different line counts, an empty line,
@@ -18,15 +19,24 @@ class DataError(ValueError):
     """A data file that cannot be used as is; the message names file and line."""
 
 
-def data_root() -> Path:
-    """The shared data folder: $FASTDEC_DATA, else <repo>/../shared/data."""
+def data_roots() -> list[Path]:
+    """Where corpora are looked up, in order: $FASTDEC_DATA alone if set; else the
+    repository's data/ (the small evaluation sets, shipped: data/README.md) and then the
+    team's shared folder <repo>/../shared/data (the training corpora, not in a clone)."""
     env = os.environ.get("FASTDEC_DATA")
-    return Path(env) if env else REPO_ROOT.parent / "shared" / "data"
+    if env:
+        return [Path(env)]
+    return [REPO_ROOT / "data", REPO_ROOT.parent / "shared" / "data"]
 
 
 def corpus_path(split: str, lang: str, corpus: str = "multi30k", root: Path | None = None) -> Path:
-    """Path of e.g. multi30k/train.en.gz."""
-    return Path(root or data_root()) / corpus / f"{split}.{lang}.gz"
+    """Path of e.g. multi30k/train.en.gz: under `root` if given, else in the first of
+    data_roots() that has it (the last one if none has, so the error names it)."""
+    name = Path(corpus) / f"{split}.{lang}.gz"
+    if root is not None:
+        return Path(root) / name
+    roots = data_roots()
+    return next((r / name for r in roots if (r / name).is_file()), roots[-1] / name)
 
 
 def read_lines(path: str | Path) -> list[str]:

@@ -30,7 +30,7 @@ from pyfastdec.decoding import beam_search, gad, greedy
 from pyfastdec.text import Tokenizer
 
 from .data import load_pairs, read_lines
-from .uagec import corpus_dir
+from .uagec import ensure_corpus
 from .writer import read_config, write_float_twin
 
 REPO = Path(__file__).resolve().parents[1]
@@ -108,7 +108,7 @@ class Reporter:
 
     def gec(self) -> dict:
         path = self.models / "uk-gec"
-        data = corpus_dir()
+        data = ensure_corpus()
         sources = read_lines(data / "test.src.gz")
         refs = [read_lines(data / "test.tgt.gz"), read_lines(data / "test.tgt2.gz")]
         tok, src = encode(path, sources)

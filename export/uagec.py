@@ -1,7 +1,12 @@
 """UA-GEC (Ukrainian grammatical error correction) as a line-aligned training corpus.
 
-    python -m export.uagec                      # writes /work/runs/data/uagec/
+    python -m export.uagec                      # writes corpus_dir() (below)
     python -m export.uagec --out DIR --layer gec-only
+
+Tests and benchmarks call ensure_corpus(), which extracts the gec-only corpus the first
+time it is needed into $FASTDEC_UAGEC, else a per-user cache folder named for the
+installed ua-gec version (~/.cache/pyfastdec/ua-gec-<version>), so a fresh clone needs
+nothing but the package.
 
 The `ua-gec` PyPI package ships its data inside the package (data/metadata.csv and
 data/<layer>/<partition>/{source,target}-sentences/). One metadata row is a document with
@@ -40,7 +45,6 @@ import sacrebleu
 from .data import DataError, read_parallel
 from .vocab import train_vocab
 
-DEFAULT_DIR = Path("/work/runs/data/uagec")
 VAL_MIN_PAIRS = 1000
 # str.splitlines() splits on these as well as on \n; a sentence holding one would become
 # two lines in some reader, so it is rejected like an embedded newline.
@@ -48,9 +52,39 @@ _LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 
 
 def corpus_dir() -> Path:
-    """Where the extracted corpus lives: $FASTDEC_UAGEC, else /work/runs/data/uagec."""
+    """Where the extracted corpus lives: $FASTDEC_UAGEC, else
+    $XDG_CACHE_HOME (default ~/.cache)/pyfastdec/ua-gec-<installed ua-gec version>."""
     env = os.environ.get("FASTDEC_UAGEC")
-    return Path(env) if env else DEFAULT_DIR
+    if env:
+        return Path(env)
+    from importlib import metadata
+
+    try:
+        version = metadata.version("ua-gec")
+    except metadata.PackageNotFoundError:
+        version = "missing"  # ensure_corpus says what to install
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "pyfastdec" / f"ua-gec-{version}"
+
+
+def ensure_corpus(out: Path | None = None, root: Path | None = None, val_min_pairs: int = VAL_MIN_PAIRS) -> Path:
+    """The gec-only corpus folder (default corpus_dir()), extracted first from `root`
+    (default: the installed ua-gec package's data) if it is not there yet (about 4 s).
+    stats.json is written last, so a folder holding it is complete."""
+    out = Path(out or corpus_dir())
+    if (out / "stats.json").is_file():
+        layer = json.loads((out / "stats.json").read_text(encoding="utf-8")).get("layer")
+        if layer != "gec-only":
+            raise DataError(f"{out}/stats.json: layer {layer!r}, expected 'gec-only' (the evaluated layer)")
+        return out
+    if root is None:
+        try:
+            root = package_data_root()
+        except ImportError:
+            raise DataError(f"{out}: no UA-GEC corpus, and the ua-gec package to build it from is not "
+                            "installed (pip install ua-gec)") from None
+    write_corpus(extract(root, "gec-only", val_min_pairs), out, "gec-only")
+    return out
 
 
 def package_data_root() -> Path:
@@ -197,7 +231,8 @@ def train_corpus_vocab(corpus: Path, out_path: Path, vocab_size: int = 8000) -> 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=None, help="default: $FASTDEC_UAGEC or /work/runs/data/uagec")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="default: $FASTDEC_UAGEC or ~/.cache/pyfastdec/ua-gec-<version>")
     ap.add_argument("--layer", default="gec-only", choices=["gec-only", "gec-fluency"])
     ap.add_argument("--root", type=Path, default=None, help="ua-gec data folder (default: the installed package's)")
     ap.add_argument("--vocab", type=Path, default=None, help="also train the 8k spm model to this path")

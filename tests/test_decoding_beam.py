@@ -6,14 +6,11 @@ from __future__ import annotations
 import math
 
 import pytest
-from test_decoding_support import EOS, backends, tiny_verifier, torch
+from test_decoding_support import EOS, VARIANTS, backends, tiny_verifier, torch
 
 from export.decode import beam_search as reference_beam_search
 from export.tiny import random_sources, tiny_spm
 from pyfastdec.decoding import beam_search, greedy
-
-VARIANTS = {"attention": {"seed": 0}, "ssru": {"seed": 2, "decoder_self": "ssru", "eos_bias": 1.0}}
-
 
 @pytest.fixture(scope="module")
 def spm(tmp_path_factory):

@@ -1,5 +1,6 @@
-"""gad() and gad_plus(): vanilla GAD equals greedy on both backends with a tiny random
-drafter and with an oracle drafter (exact iteration counts when it is perfect); GAD++
+"""gad() and gad_plus(): vanilla GAD equals greedy on the torch backend and the native
+engine (float32 and int8) with a tiny trained drafter (some drafts accepted, some
+rejected) and with an oracle drafter (exact iteration counts when it is perfect); GAD++
 with beta=1, tau=0 equals GAD; larger beta/tau accept at least as much; the acceptance
 rules on hand-made verifier outputs."""
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pytest
 from test_decoding_support import (
     EOS,
     V,
+    VARIANTS,
     backends,
     oracle_for,
     tiny_drafter,
@@ -18,15 +20,9 @@ from test_decoding_support import (
 )
 
 from export.tiny import random_sources, tiny_spm
-from export.torch_backend import TorchBackend
-from export.writer import write_model_dir
 from pyfastdec.backends.base import StepOut
-from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import default_max_len, gad, gad_plus, greedy
 from pyfastdec.decoding.draft_verify import accept_argmax, accept_topk
-
-VARIANTS = {"attention": {"seed": 0}, "ssru": {"seed": 2, "decoder_self": "ssru", "eos_bias": 1.0}}
-
 
 # ----------------------------------------------------------------------------- acceptance rules
 def test_accept_argmax_keeps_the_matching_prefix_and_the_verifier_token():
@@ -73,31 +69,35 @@ def spm(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def drafters(spm, tmp_path_factory):
-    model = tiny_drafter()
-    path = write_model_dir(model, spm, tmp_path_factory.mktemp("drafter"))
-    return {"torch": TorchBackend(model), "native": NativeBackend(path, threads=1)}
+    return dict(zip(("torch", "native", "int8"), backends(tiny_drafter(), spm, tmp_path_factory.mktemp("drafter"),
+                                                            int8=True)))
 
 
 @pytest.fixture(scope="module", params=list(VARIANTS))
 def verifiers(request, spm, tmp_path_factory):
-    ref, native = backends(tiny_verifier(**VARIANTS[request.param]), spm, tmp_path_factory.mktemp(request.param))
-    return {"torch": ref, "native": native}
+    made = backends(tiny_verifier(**VARIANTS[request.param]), spm, tmp_path_factory.mktemp(request.param), int8=True)
+    return dict(zip(("torch", "native", "int8"), made))
 
 
 # ----------------------------------------------------------------------------- GAD = greedy
-@pytest.mark.parametrize("which", ["torch", "native"])
+@pytest.mark.parametrize("which", ["torch", "native", "int8"])
 def test_gad_with_a_tiny_drafter_equals_greedy(verifiers, drafters, which):
     verifier, drafter = verifiers[which], drafters[which]
-    sources = random_sources(8, seed=41) + [[EOS]]
+    sources = random_sources(24, seed=41) + [[EOS]]
     expected, g = greedy(verifier, sources)
+    assert len({tuple(o) for o in expected}) >= 20  # outputs differ from source to source
     outs, stats = gad(verifier, drafter, sources[:8])
     assert outs == expected[:8]
     assert [gad(verifier, drafter, [s])[0][0] for s in sources] == expected
-    outs, stats = gad(verifier, drafter, sources, k=2)
-    assert outs == expected and stats.hit_max_len == g.hit_max_len and stats.generated == g.generated
-    assert stats.accepted <= stats.drafted <= 2 * stats.row_steps
-    assert gad(verifiers["native"], drafters["native"], sources)[1].accepted == gad(
-        verifiers["torch"], drafters["torch"], sources)[1].accepted
+    for k in (2, 4):
+        outs, stats = gad(verifier, drafter, sources, k=k)
+        assert outs == expected and stats.hit_max_len == g.hit_max_len and stats.generated == g.generated
+        assert 0 < stats.accepted < stats.drafted <= k * stats.row_steps  # accepted and rejected drafts
+        assert stats.iterations < g.iterations
+    if which != "int8":  # same float32 weights: the same drafts are accepted
+        assert gad(verifiers["native"], drafters["native"], sources)[1].accepted == gad(
+            verifiers["torch"], drafters["torch"], sources)[1].accepted
+
 
 @pytest.mark.parametrize("k", [1, 3, 6])
 def test_a_perfect_drafter_gives_k_plus_1_tokens_per_iteration(verifiers, k):
@@ -115,7 +115,7 @@ def test_a_perfect_drafter_gives_k_plus_1_tokens_per_iteration(verifiers, k):
 
 
 def test_a_noisy_drafter_still_gives_greedy(verifiers):
-    for which in ("torch", "native"):
+    for which in ("torch", "native", "int8"):
         verifier = verifiers[which]
         sources = random_sources(8, seed=43) + [[EOS]]
         expected, _ = greedy(verifier, sources)
@@ -126,7 +126,7 @@ def test_a_noisy_drafter_still_gives_greedy(verifiers):
 
 
 # ----------------------------------------------------------------------------- GAD++
-@pytest.mark.parametrize("which", ["torch", "native"])
+@pytest.mark.parametrize("which", ["torch", "native", "int8"])
 def test_gad_plus_beta_1_tau_0_is_vanilla_gad(verifiers, drafters, which):
     verifier = verifiers[which]
     sources = random_sources(8, seed=44)

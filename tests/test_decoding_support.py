@@ -1,7 +1,11 @@
 """Shared pieces of the decoding-strategy tests (test_decoding_*.py), and tests of them.
 
-- verifier/drafter pairs: one tiny random model behind BOTH the torch reference backend
-  and the native engine;
+- verifier/drafter pairs: tiny models TRAINED for a few seconds on a synthetic task
+  (export/tiny_task.py), so greedy outputs differ from source to source and depend on
+  what the decoder holds, and the drafter's drafts are sometimes accepted and sometimes
+  rejected (a random model repeats one token whatever it holds, and a random drafter is
+  never accepted: a rollback bug is invisible on them). Each model runs behind the torch
+  reference backend and the native engine (float32, and int8 where asked);
 - naive_greedy: an independent greedy reference that re-runs the whole prefix through
   the torch model every step (no cache, no Backend);
 - RuleCorrector: a fake verifier backend whose greedy output is a known "correction" of
@@ -20,12 +24,14 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the reference models need the 'test' extra (torch)")
 
-from export.tiny import random_sources, tiny_model
+from export.calibrate import calibrate
+from export.tiny import random_sources, tiny_spm
+from export.tiny_task import task_sources, trained_drafter, trained_verifier, translate
 from export.torch_backend import TorchBackend
 from export.writer import write_model_dir
 from pyfastdec.backends.base import Draft, StepOut, Want
 from pyfastdec.backends.native import NativeBackend
-from pyfastdec.decoding import greedy
+from pyfastdec.decoding import gad, greedy
 from pyfastdec.decoding.limits import default_max_len
 
 torch.set_num_threads(1)  # tiny models; the machine's cores are shared
@@ -33,31 +39,35 @@ torch.set_num_threads(1)  # tiny models; the machine's cores are shared
 TOKENS = {"pad": 0, "unk": 1, "bos": 2, "eos": 3, "mask": 4}
 PAD, UNK, BOS, EOS, MASK = 0, 1, 2, 3, 4
 V = 40
+# The verifiers every real-model test runs on: both decoder kinds; the SSRU one with its
+# EOS pushed down so that some rows run to their length limit (test_decoding_greedy
+# checks that both endings occur).
+VARIANTS = {"attention": {}, "ssru": {"decoder_self": "ssru", "eos_bias": -3.0}}
 
 
-def tiny_verifier(seed: int, eos_bias: float = 0.0, **kw):
-    """A tiny random verifier that never emits pad/unk/bos/mask (random models otherwise
-    loop on them) and has its EOS bias shifted, so outputs vary and some rows end at EOS
-    while others run to max_len."""
-    model = tiny_model(seed=seed, **kw)
+def tiny_verifier(decoder_self: str = "attention", eos_bias: float = 0.0):
+    """The tiny trained verifier (a fresh copy) with its EOS bias shifted by eos_bias
+    (negative: more rows run to max_len)."""
+    model = trained_verifier(decoder_self)
     with torch.no_grad():
-        model.output.bias[[PAD, UNK, BOS, MASK]] = -30.0
         model.output.bias[EOS] += eos_bias
     return model
 
 
-def tiny_drafter(seed: int = 24):
-    """A tiny random NAT drafter that never proposes pad/unk/bos/mask; seed 24 happens to
-    agree with the verifiers above now and then (a purely random one almost never does)."""
-    model = tiny_model(seed=seed, arch="nat-drafter")
-    with torch.no_grad():
-        model.output.bias[[PAD, UNK, BOS, MASK]] = -30.0
-    return model
+def tiny_drafter():
+    """The tiny NAT drafter (a fresh copy), trained on the attention verifier's outputs."""
+    return trained_drafter()
 
 
-def backends(model, spm, directory, threads: int = 1):
-    """(torch backend, native backend) on the same float32 weights."""
-    return TorchBackend(model), NativeBackend(write_model_dir(model, spm, directory), threads=threads)
+def backends(model, spm, directory, threads: int = 1, int8: bool = False):
+    """(torch backend, native backend) on the same float32 weights; with int8, a third:
+    the native engine on an int8 directory of the same model (calibrated on task pairs)."""
+    made = (TorchBackend(model), NativeBackend(write_model_dir(model, spm, directory / "float32"), threads=threads))
+    if not int8:
+        return made
+    pairs = [(s[:-1], translate(s)) for s in task_sources(64, seed=5)]
+    path = write_model_dir(model, spm, directory / "int8", act_scales=calibrate(model, pairs), int8=True)
+    return (*made, NativeBackend(path, threads=threads))
 
 
 @torch.no_grad()
@@ -219,3 +229,49 @@ def test_oracle_drafter_proposes_the_greedy_continuation():
     assert drafter.draft(memory, [[], [5, 6]]).ids.tolist() == [[5, 6, 8], [8, EOS, 7]]
     with pytest.raises(AssertionError, match="accepted prefix"):
         drafter.draft(memory, [[5], [6]])
+
+
+# ----------------------------------------------------------------------------- the trained models are not degenerate
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    spm = tiny_spm(tmp_path_factory.mktemp("spm") / "spm.model")
+    verifiers = {name: backends(tiny_verifier(**spec), spm, tmp_path_factory.mktemp(name))
+                 for name, spec in VARIANTS.items()}
+    return verifiers, backends(tiny_drafter(), spm, tmp_path_factory.mktemp("drafter"))
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_trained_verifier_outputs_vary_with_the_source_and_learnt_the_task(trained, name):
+    sources = random_sources(32, seed=51)
+    for backend in trained[0][name]:
+        outs, _ = greedy(backend, sources)
+        assert len(set(map(tuple, outs))) >= 28, "most sources must get an output of their own"
+        tokens = [t for o in outs for t in o]
+        assert len(set(tokens)) >= 20 and max(map(tokens.count, set(tokens))) < 0.35 * len(tokens)
+        # Better than chance (1 word in 35) at the task it was trained on.
+        right = sum(a == b for o, s in zip(outs, sources) for a, b in zip(o, translate(s)))
+        assert right >= 0.2 * sum(len(translate(s)) for s in sources)
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_trained_verifier_next_token_depends_on_what_it_holds(trained, name):
+    """A wrong token left in the verifier's cache (a rollback bug) changes what comes next."""
+    ref = trained[0][name][0]
+    sources = random_sources(16, seed=52)
+    outs, _ = greedy(ref, sources)
+    changed = total = 0
+    for src, out in zip(sources, outs):
+        for i in range(1, min(len(out), 6)):
+            wrong = out[:i - 1] + [5 + (out[i - 1] - 5 + 17) % (V - 5)]
+            state = ref.start(ref.encode([src]))
+            after = ref.step(state, np.array([[BOS] + wrong]), Want()).argmax[0, -1]
+            changed, total = changed + int(after != out[i]), total + 1
+    assert changed >= 0.5 * total
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_trained_drafter_is_sometimes_accepted_and_sometimes_not(trained, name):
+    sources = random_sources(32, seed=53)
+    for verifier, drafter in zip(trained[0][name], trained[1]):
+        _, stats = gad(verifier, drafter, sources)
+        assert 0.1 * stats.drafted < stats.accepted < 0.9 * stats.drafted

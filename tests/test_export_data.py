@@ -3,7 +3,7 @@ import gzip
 
 import pytest
 
-from export.data import DataError, load_pairs, read_lines, read_parallel
+from export.data import REPO_ROOT, DataError, corpus_path, load_pairs, read_lines, read_parallel
 
 
 def write_gz(path, data: bytes):
@@ -52,12 +52,14 @@ def test_corrupt_gzip_is_named(tmp_path):
         read_lines(f)
 
 
-def test_shared_val_split_is_aligned():
-    try:
-        pairs = load_pairs("val", "en", "de")
-    except DataError as err:
-        pytest.skip(f"shared data not available: {err}")
-    assert len(pairs) == 1014 and all(s and t for s, t in pairs)
+def test_shipped_evaluation_sets_are_aligned_and_found_by_default(monkeypatch):
+    monkeypatch.delenv("FASTDEC_DATA", raising=False)
+    for split, n in (("val", 1014), ("test_2016_flickr", 1000)):
+        assert corpus_path(split, "en").parent == REPO_ROOT / "data" / "multi30k"
+        pairs = load_pairs(split, "en", "de")
+        assert len(pairs) == n and all(s and t for s, t in pairs)
+    # Training corpora are not shipped: they come from the team's shared folder.
+    assert corpus_path("train", "en") == REPO_ROOT.parent / "shared" / "data" / "multi30k" / "train.en.gz"
 
 
 def test_data_root_from_env(tmp_path, monkeypatch):

@@ -11,7 +11,7 @@ import pytest
 
 from export.data import DataError, corpus_path, load_pairs
 from export.recipes import get_recipe
-from export.uagec import Doc, corpus_dir, document_pairs, extract, unchanged_share, write_corpus
+from export.uagec import Doc, corpus_dir, document_pairs, ensure_corpus, extract, unchanged_share, write_corpus
 
 HEADER = "id,author_id,is_native,region,gender,occupation,submission_type,source_language,annotator_id,partition,is_sensitive\n"
 
@@ -114,6 +114,20 @@ def test_recipe_reads_the_extracted_corpus(monkeypatch, tmp_path):
     assert r["model"]["dec_layers"] < r["model"]["enc_layers"] and r["test_sets"] == ["test"]
     monkeypatch.setenv("FASTDEC_UAGEC", str(tmp_path))
     assert corpus_dir() == tmp_path
+
+
+def test_ensure_corpus_extracts_once_into_the_cache(monkeypatch, tmp_path):
+    monkeypatch.delenv("FASTDEC_UAGEC", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert corpus_dir().parent == tmp_path / "cache" / "pyfastdec" and corpus_dir().name.startswith("ua-gec-")
+    pkg = make_corpus(tmp_path / "pkg", DOCS)
+    out = ensure_corpus(root=pkg, val_min_pairs=2)
+    assert out == corpus_dir() and load_pairs("test", "src", "tgt", str(out)) == [("к л", "к, л"), ("м н", "м н")]
+    (pkg / "metadata.csv").unlink()  # a complete corpus is not extracted again
+    assert ensure_corpus(root=pkg, val_min_pairs=2) == out
+    (out / "stats.json").write_text('{"layer": "gec-fluency"}')
+    with pytest.raises(DataError, match=r"stats.json: layer 'gec-fluency', expected 'gec-only'"):
+        ensure_corpus(root=pkg)
 
 
 def test_real_document_from_the_installed_package():

@@ -21,7 +21,7 @@ from export.data import load_pairs
 from export.model_report import batched
 from export.model_report import encode as encode_with_tokenizer
 from export.torch_backend import TorchBackend
-from export.uagec import corpus_dir
+from export.uagec import ensure_corpus
 from export.writer import write_float_twin
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import gad, greedy, iad
@@ -121,7 +121,7 @@ def test_gad_is_lossless_on_the_test_set(name, batch_size, flickr):
 
 @pytest.mark.parametrize("batch_size", [1, 16])
 def test_iad_is_lossless_on_uagec_test(batch_size):
-    pairs = load_pairs("test", "src", "tgt", str(corpus_dir()))
+    pairs = load_pairs("test", "src", "tgt", str(ensure_corpus()))
     path = model_path("uk-gec")
     backend = NativeBackend(path, threads=1)
     src = encode(path, [s for s, _ in pairs])

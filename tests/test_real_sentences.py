@@ -1,0 +1,85 @@
+"""The lossless strategies on the shipped models and real sentences, in the default suite:
+GAD and GAD++ (beta 1, tau 0) with models/en-de-drafter give exactly greedy's outputs
+from models/en-de (int8, lexical shortlist, SSRU decoder) on 64 Multi30k test sentences
+at batch sizes 1, 7 and 32; IAD gives exactly greedy's outputs from models/uk-gec on 64
+UA-GEC test sentences. The drafts are partly accepted and partly rejected, so a
+verify/rollback bug changes outputs here (the full test sets: test_trained_models.py,
+pytest -m slow)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from export.data import load_pairs
+from pyfastdec.backends.native import NativeBackend
+from pyfastdec.decoding import gad, gad_plus, greedy, iad
+from pyfastdec.text import Tokenizer
+
+MODELS = Path(__file__).resolve().parents[1] / "models"
+N = 64
+
+
+def encode(backend: NativeBackend, model_dir: Path, sentences: list[str]) -> list[list[int]]:
+    tok = Tokenizer(model_dir / "spm.model")
+    return [tok.encode(s) + [backend.tokens["eos"]] for s in sentences]
+
+
+def in_batches(fn, sources, batch_size):
+    outs, accepted, drafted = [], 0, 0
+    for i in range(0, len(sources), batch_size):
+        got, stats = fn(sources[i:i + batch_size])
+        outs, accepted, drafted = outs + got, accepted + stats.accepted, drafted + stats.drafted
+    return outs, accepted, drafted
+
+
+def first_difference(got, expected) -> str:
+    differ = [i for i, (a, b) in enumerate(zip(got, expected)) if a != b]
+    return f"{len(differ)} of {len(expected)} outputs differ from greedy, first at sentence {differ[0] + 1}"
+
+
+@pytest.fixture(scope="module")
+def en_de():
+    verifier = NativeBackend(MODELS / "en-de", threads=1, shortlist=True)
+    assert verifier.shortlist is not None and verifier.config.quantization is not None  # int8
+    drafter = NativeBackend(MODELS / "en-de-drafter", threads=1)
+    sources = encode(verifier, MODELS / "en-de", [s for s, _ in load_pairs("test_2016_flickr", "en", "de")[:N]])
+    return verifier, drafter, sources, greedy(verifier, sources)[0]
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, 32])
+def test_gad_on_the_shipped_models_is_greedy(en_de, batch_size):
+    verifier, drafter, sources, expected = en_de
+    assert len({tuple(o) for o in expected}) == N  # real, distinct translations
+    outs, accepted, drafted = in_batches(lambda b: gad(verifier, drafter, b), sources, batch_size)
+    assert outs == expected, first_difference(outs, expected)
+    assert 0 < accepted < drafted
+    outs, accepted_plus, _ = in_batches(lambda b: gad_plus(verifier, drafter, b, beta=1, tau=0.0), sources,
+                                        batch_size)
+    assert outs == expected, first_difference(outs, expected)
+    assert accepted_plus == accepted
+
+
+def uagec_test_head(n: int) -> list[str]:
+    """The first n UA-GEC test sources (gec-only layer, documents in doc_id order: the
+    first lines of export.uagec's test split), read straight from the ua-gec package."""
+    pytest.importorskip("ua_gec", reason="the Ukrainian sentences come from the 'test' extra (ua-gec)")
+    from export.uagec import document_pairs, package_data_root, read_metadata
+
+    root, sources = package_data_root(), []
+    for doc in (d for d in read_metadata(root) if d.partition == "test"):
+        sources += [s for s, _ in document_pairs(root, "gec-only", doc, doc.annotators[0])]
+        if len(sources) >= n:
+            return sources[:n]
+    raise AssertionError(f"{root}: fewer than {n} test sentences")
+
+
+@pytest.mark.parametrize("batch_size", [1, 16])
+def test_iad_on_the_shipped_correction_model_is_greedy(batch_size):
+    backend = NativeBackend(MODELS / "uk-gec", threads=1)
+    sources = encode(backend, MODELS / "uk-gec", uagec_test_head(N))
+    expected = in_batches(lambda b: greedy(backend, b), sources, batch_size)[0]
+    assert len({tuple(o) for o in expected}) == N
+    outs, accepted, drafted = in_batches(lambda b: iad(backend, b), sources, batch_size)
+    assert outs == expected, first_difference(outs, expected)
+    assert 0 < accepted < drafted
