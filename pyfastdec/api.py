@@ -31,6 +31,7 @@ from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import DecodeStats, beam_search, gad, gad_plus, greedy, iad
 from pyfastdec.decoding.draft_length import AdaptiveDraftLength, DraftLengthPolicy
 from pyfastdec.decoding.source_draft_length import SourceDraftLength
+from pyfastdec.default_strategy import StrategyChoice, default_strategy
 from pyfastdec.model_dir import ModelDir, ModelDirError
 from pyfastdec.runtime import check_threads, default_threads
 from pyfastdec.size_limits import MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK, MAX_N_BEST, check_size
@@ -238,14 +239,18 @@ class Translator:
                                  f"{self.drafter.block_size} ({self.drafter_dir.path})")
         self._draft_policy: DraftLengthPolicy | None = draft_policy
         self._iad_policy: SourceDraftLength | None = None
+        # What translate() runs when no algo is given, and why (fastdec info prints it).
+        self.strategy: StrategyChoice = default_strategy(self.model_dir, self.drafter_dir, self._role, ALGOS)
 
     # ---- public
-    def translate(self, texts: Sequence[str] | str, algo: str = "gad", beam_size: int = 1,
+    def translate(self, texts: Sequence[str] | str, algo: str | None = None, beam_size: int = 1,
                   batch_size: int = 32, n_best: int = 1, return_scores: bool = False,
                   return_stats: bool = False, block: int | None = None, beta: int = 1, tau: float = 0.0):
         """Translate `texts` (a list of strings, or one string) in input order.
 
-        algo: "greedy", "beam", "iad", "gad" (lossless: = greedy), "gad++" (top-beta, tau).
+        algo: "greedy", "beam", "iad", "gad" (lossless: = greedy), "gad++" (top-beta, tau);
+            None (default): "beam" when beam_size > 1, else the fastest lossless
+            strategy the model supports (self.strategy; default_strategy.py).
         Returns one string per input; with n_best > 1 (algo "beam") a list of up to n_best
         strings per input, best first; with return_scores every string becomes
         (string, score), the score being the output's average log-prob per token, EOS
@@ -267,6 +272,8 @@ class Translator:
         items = [texts] if single else list(texts)
         for i, t in enumerate(items):
             _check_text(i, t)
+        if algo is None:
+            algo = "beam" if beam_size > 1 else self.strategy.algo
         self._check_options(algo, beam_size, batch_size, n_best, block, beta, tau)
         hyps, stats, splits = self._decode(items, algo, beam_size, batch_size, n_best, return_scores,
                                            block, beta, tau)
@@ -281,7 +288,8 @@ class Translator:
         meant for a correction model, whose output mostly copies its input. Sentence by
         sentence, as translate: the shipped uk-gec, given whole lines of 2-6 UA-GEC test
         sentences, returned 736 of 946 sentences (every sentence, split first)."""
-        return self.translate(texts, algo="iad", batch_size=batch_size, return_stats=return_stats)
+        return self.translate(texts, algo=self.strategy.algo if self._role == "correct" else "iad",
+                              batch_size=batch_size, return_stats=return_stats)
 
     # ---- internals
     def _check_options(self, algo, beam_size, batch_size, n_best, block, beta, tau) -> None:

@@ -42,6 +42,7 @@ try:
         from pyfastdec.api import (ALGOS, DEFAULT_MODELS, Corrector, LongInputWarning, Translator, load_checked,
                                    merge_stats, packaged_model_path)
         from pyfastdec.decoding import DecodeStats
+        from pyfastdec.default_strategy import StrategyChoice, default_strategy
         from pyfastdec.model_dir import ModelDir, ModelDirError
         from pyfastdec.runtime import check_threads, cpu_info, default_threads
         from pyfastdec.size_limits import (ENGINE_MAX_TOPK, MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK,
@@ -261,8 +262,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_io_args(p)
     p.set_defaults(run=run_translate, role="correct")
 
-    p = sub.add_parser("info", help="version, CPU and ISA, threads; with -m a model summary")
+    p = sub.add_parser("info", help="version, CPU and ISA, threads, the default models and the strategy "
+                                    "that runs; with -m a model summary")
     p.add_argument("-m", "--model", metavar="MODEL", help="summarise this model directory")
+    p.add_argument("--drafter", metavar="DIR", help="with -m: the GAD drafter that would run beside it")
     p.set_defaults(run=run_info)
 
     p = sub.add_parser("bench", help="latency (batch 1: p50/p90 ms) and throughput (sentences/s) on a file")
@@ -286,13 +289,15 @@ def model_spec(args) -> ModelSpec:
                      not args.no_shortlist)
 
 
-def decode_options(args, has_drafter: bool) -> DecodeOptions:
+def decode_options(args, default: StrategyChoice) -> DecodeOptions:
+    """The options of the command line; with no --algo, beam when a beam or n-best list is
+    asked for, else the model's default lossless strategy (default_strategy.py)."""
     if args.role == "correct":
-        return DecodeOptions("iad", batch_size=args.batch_size)
+        return DecodeOptions(default.algo, batch_size=args.batch_size)
     algo = args.algo
     if algo is None:
         wants_beam = args.n_best > 1 or (args.beam_size or 1) > 1
-        algo = "beam" if wants_beam else ("gad" if has_drafter else "greedy")
+        algo = "beam" if wants_beam else default.algo
     beam_size = args.beam_size if args.beam_size is not None else (max(5, args.n_best) if algo == "beam" else 1)
     return DecodeOptions(algo, beam_size, args.batch_size, args.n_best, args.block, args.beta, args.tau)
 
@@ -587,7 +592,7 @@ def run_translate(args) -> int:
     source = InputLines(args.input)  # a missing or invalid input file fails before the model loads
     spec = model_spec(args)
     model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type)
-    options = decode_options(args, drafter_dir is not None)
+    options = decode_options(args, default_strategy(model_dir, drafter_dir, spec.role, ALGOS))
     interactive = args.line_by_line or source.interactive()
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     progress = Progress(source.total, show)
@@ -644,6 +649,19 @@ def model_summary(path: str) -> list[str]:
     return lines
 
 
+def strategy_line(role: str, model: Optional[str], drafter: Optional[str]) -> str:
+    """What `fastdec translate` (or correct) runs with no --algo on these directories."""
+    model_dir, drafter_dir = load_checked(model, drafter, role, "int8" if model is None else _compute_type(model))
+    choice = default_strategy(model_dir, drafter_dir, role, ALGOS)
+    command = f"{PROG} {role}" + (f" -m {model}" if model else "") + (f" --drafter {drafter}" if drafter else "")
+    return f"strategy of `{command}`: {choice.algo} ({choice.reason})"
+
+
+def _compute_type(model: str) -> str:
+    """The compute type a directory runs without --compute-type, without the int8 warning."""
+    return "int8" if ModelDir.load(model).config.quantization is not None else "float32"
+
+
 def run_info(args) -> int:
     info = cpu_info()
     forced = f" (forced by FASTDEC_ISA={info['requested']})" if info.get("forced") else ""
@@ -659,8 +677,15 @@ def run_info(args) -> int:
     for role, name in DEFAULT_MODELS.items():
         path = packaged_model_path(name)
         lines.append(f"default {role} model: {path} ({'installed' if path.is_dir() else 'not installed'})")
+    if args.drafter and not args.model:
+        raise CliError("info: --drafter needs -m MODEL (the verifier it would draft for)", EXIT_BAD_INPUT)
     if args.model:
         lines += model_summary(args.model)
+        lines.append(strategy_line("translate", args.model, args.drafter))
+    else:
+        for role in ("translate", "correct"):
+            if packaged_model_path(DEFAULT_MODELS[role]).is_dir():
+                lines.append(strategy_line(role, None, None))
     print_out("\n".join(lines))
     return 0
 
@@ -672,7 +697,7 @@ def run_bench(args) -> int:
         raise CliError(f"{args.input}: no non-empty lines to decode")
     spec = model_spec(args)
     translator = spec.build()
-    options = decode_options(args, translator.drafter is not None)
+    options = decode_options(args, translator.strategy)
     kwargs = dict(options.kwargs(), return_scores=False, n_best=1)
     print_out(f"{PROG} bench: {translator.model_dir.path}"
               + (f" + drafter {translator.drafter_dir.path}" if translator.drafter_dir else "")

@@ -317,7 +317,7 @@ def test_default_models_resolve_inside_the_package(models, tmp_path, monkeypatch
 def test_algorithms_and_options_are_checked(models, translator):
     alone = Translator(models["verifier"], threads=1, compute_type="float32")
     with pytest.raises(ValueError, match="algo 'gad' needs a drafter"):
-        alone.translate(["a man ."])
+        alone.translate(["a man ."], algo="gad")
     with pytest.raises(ValueError, match="algo must be one of"):
         translator.translate(["a"], algo="sampling")
     with pytest.raises(ValueError, match="need algo='beam'"):

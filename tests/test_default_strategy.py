@@ -1,0 +1,90 @@
+"""The strategy that runs when none is asked for: the fastest lossless one the model
+directories support (default_strategy.py), checked against greedy decoding of the same
+model, through the API, the CLI and `fastdec info`."""
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from child_python import NEUTRAL_CWD, child_env
+
+from pyfastdec import Corrector, Translator
+from pyfastdec.api import ALGOS
+from pyfastdec.default_strategy import default_strategy
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ROOT / "models"
+SOURCES = [line.strip() for _, line in zip(range(24), gzip.open(ROOT / "data/multi30k/test_2016_flickr.en.gz", "rt"))]
+
+
+def fake_dir(path: str, heads=None):
+    return SimpleNamespace(path=Path(path), config=SimpleNamespace(heads=heads))
+
+
+@pytest.fixture(scope="module")
+def alone():
+    """The shipped En-De verifier without its drafter."""
+    return Translator(MODELS / "en-de", threads=1)
+
+
+def test_a_model_without_drafter_translates_greedily(alone):
+    assert alone.strategy.algo == "greedy" and "no drafter" in alone.strategy.reason
+    out, stats = alone.translate(SOURCES, return_stats=True)
+    assert out == alone.translate(SOURCES, algo="greedy")
+    assert len(set(out)) == len(out) and stats.drafted == 0
+
+
+def test_the_packaged_pair_runs_gad_with_greedys_output(alone):
+    both = Translator(threads=1)
+    assert both.strategy.algo == "gad" and "drafter" in both.strategy.reason
+    assert both.translate(SOURCES) == alone.translate(SOURCES, algo="greedy")
+
+
+def test_a_correction_model_runs_iad():
+    corrector = Corrector(threads=1)
+    assert corrector.strategy.algo == "iad"
+    texts = ["Я хочу пити каву з молоко.", "Він пішов до магазін."]
+    assert corrector.translate(texts) == corrector.correct(texts) == corrector.translate(texts, algo="greedy")
+
+
+def test_beam_options_without_an_algo_mean_beam(alone):
+    expected = alone.translate(SOURCES[:3], algo="beam", beam_size=3, n_best=2)
+    assert alone.translate(SOURCES[:3], beam_size=3, n_best=2) == expected
+
+
+def test_the_choice_order_heads_then_drafter_then_greedy():
+    model, drafter = fake_dir("m"), fake_dir("d")
+    with_heads = fake_dir("h", heads=SimpleNamespace(count=4, hidden=8))
+    assert default_strategy(with_heads, drafter, "translate", ALGOS + ("blockwise",)).algo == "blockwise"
+    # a build without the blockwise strategy falls back to what it has
+    assert default_strategy(with_heads, drafter, "translate", tuple(a for a in ALGOS if a != "blockwise")).algo == "gad"
+    assert default_strategy(model, drafter, "translate", ALGOS).algo == "gad"
+    assert default_strategy(model, None, "translate", ALGOS).algo == "greedy"
+    assert default_strategy(with_heads, None, "correct", ALGOS).algo == "iad"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pyfastdec.cli", *args], input=b"A dog runs.\n", capture_output=True,
+                          cwd=NEUTRAL_CWD, env=child_env(), timeout=120)
+
+
+def test_cli_info_says_which_strategy_runs_and_why(alone):
+    done = run_cli("info", "-m", str(MODELS / "en-de"))
+    assert done.returncode == 0, done.stderr
+    assert f"strategy of `fastdec translate -m {MODELS / 'en-de'}`: greedy (" in done.stdout.decode()
+    done = run_cli("info", "-m", str(MODELS / "en-de"), "--drafter", str(MODELS / "en-de-drafter"))
+    assert ": gad (a drafter" in done.stdout.decode()
+    plain = run_cli("info").stdout.decode()
+    assert "strategy of `fastdec translate`: gad (" in plain and "strategy of `fastdec correct`: iad (" in plain
+    done = run_cli("info", "--drafter", str(MODELS / "en-de-drafter"))
+    assert done.returncode == 2 and "--drafter needs -m MODEL" in done.stderr.decode()
+
+
+def test_cli_translates_with_a_model_alone(alone):
+    done = run_cli("translate", "-m", str(MODELS / "en-de"), "--threads", "1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == alone.translate(["A dog runs."], algo="greedy")[0] + "\n"
