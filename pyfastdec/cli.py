@@ -32,7 +32,7 @@ try:
         import time
         import warnings
         from contextlib import contextmanager
-        from dataclasses import dataclass, field
+        from dataclasses import dataclass
         from pathlib import Path
         from typing import BinaryIO, Iterator, Optional
 

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from test_decoding_support import EOS, V, RuleCorrector, corrected
 
-from export.tiny import random_sources
 from pyfastdec.decoding import greedy, iad
 from pyfastdec.decoding.source_draft_length import SourceDraftLength
 

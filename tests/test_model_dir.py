@@ -57,18 +57,24 @@ WORDS = ("the a one two three four five red blue green yellow small big old new 
 
 
 # ----------------------------------------------------------------------------- builders
-@pytest.fixture(scope="session")
-def spm_path(tmp_path_factory) -> Path:
-    """A 60-piece sentencepiece model with pad/unk/bos/eos = 0..3 and <mask> = 4."""
-    rng = random.Random(0)
-    sentences = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 10))) + " ." for _ in range(200)]
+def train_spm(words: list[str], seed: int = 0) -> bytes:
+    """A VOCAB-piece sentencepiece model over random sentences of `words`, with
+    pad/unk/bos/eos = 0..3 and <mask> = 4."""
+    rng = random.Random(seed)
+    sentences = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 10))) + " ." for _ in range(200)]
     model = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter(sentences), model_writer=model, model_type="unigram", vocab_size=VOCAB,
         pad_id=0, unk_id=1, bos_id=2, eos_id=3, user_defined_symbols=["<mask>"],
         character_coverage=1.0, num_threads=1, minloglevel=2)
+    return model.getvalue()
+
+
+@pytest.fixture(scope="session")
+def spm_path(tmp_path_factory) -> Path:
+    """A 60-piece sentencepiece model with pad/unk/bos/eos = 0..3 and <mask> = 4."""
     path = tmp_path_factory.mktemp("spm") / "spm.model"
-    path.write_bytes(model.getvalue())
+    path.write_bytes(train_spm(list(WORDS)))
     return path
 
 

@@ -10,7 +10,6 @@ known bad entries, and the shipped models' own bytes.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import random
 import re
@@ -20,12 +19,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import sentencepiece
 
 from export.rehash import main as rehash_main
 from export.rehash import rehash
 from pyfastdec.model_dir import ModelDir, ModelDirError, expected_tensors, parse_config
-from test_model_dir import VOCAB, WORDS, make_config, random_tensors, spm_path, write_dir  # noqa: F401
+from test_model_dir import VOCAB, WORDS, make_config, random_tensors, spm_path, train_spm, write_dir  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = ("en-de", "en-de-attn", "en-de-drafter", "uk-gec")
@@ -193,16 +191,8 @@ def test_refuses_malformed_checksum_field(edit, field, what, spm_path, tmp_path)
 # ----------------------------------------------------------------------------- other files
 def test_refuses_another_models_spm(spm_path, tmp_path):
     """Same piece count and special ids, other pieces: only the checksum can tell."""
-    rng = random.Random(99)
-    words = [w[::-1] for w in WORDS]
-    sentences = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 10))) + " ." for _ in range(200)]
-    other = io.BytesIO()
-    sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences), model_writer=other, model_type="unigram", vocab_size=VOCAB,
-        pad_id=0, unk_id=1, bos_id=2, eos_id=3, user_defined_symbols=["<mask>"],
-        character_coverage=1.0, num_threads=1, minloglevel=2)
     d = checksummed(tmp_path / "m", make_config(), spm_path)
-    (d / "spm.model").write_bytes(other.getvalue())
+    (d / "spm.model").write_bytes(train_spm([w[::-1] for w in WORDS], seed=99))
     message = refused(d, "spm.model", "(content)",
                       re.escape(f"content is {sha256(d / 'spm.model')} (expected {sha256(spm_path)} of "
                                 f"{d / 'config.json'} checksum.spm.model"))
