@@ -252,6 +252,32 @@ def test_int8_agrees_with_simulated_int8(spm, tmp_path):
     assert same / total >= 0.9 and j_same / rows >= 0.9, (same / total, j_same / rows)
 
 
+def test_int8_shortlist_scores_only_candidates(spm, tmp_path):
+    """int8 with a shortlist runs the output layer on column subsets, bit-identical to
+    the full layer: a head's proposal is the full-vocabulary one whenever that one is a
+    candidate, and a candidate always."""
+    model = with_heads(tiny_verifier())
+    pairs = [(s[:-1], translate(s)) for s in task_sources(64, seed=5)]
+    path = write_model_dir(model, spm, tmp_path / "q", act_scales=calibrate(model, pairs), int8=True)
+    sl = Shortlist.load(task_shortlist(tmp_path / "sl.bin"))
+    full = NativeBackend(path, threads=1, shortlist=False)
+    short = NativeBackend(path, threads=1, shortlist=tmp_path / "sl.bin")
+    sources = task_sources(7, seed=80)
+    states = [b.start(b.encode(sources)) for b in (full, short)]
+    tokens = np.full((7, 1), BOS)
+    inside = 0
+    for _ in range(5):  # n = 1 steps (j = 0), both fed the full model's tokens
+        f, s = (b.step(st, tokens, Want(proposals=np.zeros(7, np.int64))) for b, st in zip((full, short), states))
+        for r, src in enumerate(sources):
+            cand = sl.candidates(src)
+            assert np.isin(s.proposals[r], cand).all()
+            hit = np.isin(f.proposals[r], cand)
+            np.testing.assert_array_equal(s.proposals[r][hit], f.proposals[r][hit])
+            inside += int(hit.sum())
+        tokens = f.argmax
+    assert 0 < inside < 7 * 5 * K  # both cases occur
+
+
 # ----------------------------------------------------------------------------- refusals
 def test_model_without_heads_refuses_proposals(spm, tmp_path):
     model = tiny_verifier()
