@@ -50,6 +50,7 @@ class Want:
     topk: int = 0
     ids: np.ndarray | None = None
     logprobs: bool = False
+    proposals: np.ndarray | None = None  # int64 [rows]: drafted tokens per row -> StepOut.proposals / accepted
 
 
 @dataclass
@@ -61,6 +62,8 @@ class StepOut:
     topk_logprobs: np.ndarray | None = None  # float32 [rows, n, k]
     id_logprobs: np.ndarray | None = None  # float32 [rows, n]
     logprobs: np.ndarray | None = None  # float32 [rows, n, V]
+    proposals: np.ndarray | None = None  # int64   [rows, K]: the heads' tokens at the accepted position
+    accepted: np.ndarray | None = None  # int64   [rows]: j, leading draft tokens equal to the argmax
 
 
 @dataclass
