@@ -28,10 +28,8 @@ class StrategyChoice:
 
 def proposal_heads(model_dir: ModelDir) -> int:
     """How many proposal heads the model's config.json declares (0: none)."""
-    heads = getattr(model_dir.config, "heads", None)
-    if heads is None:
-        return 0
-    return int(heads.count if hasattr(heads, "count") else heads[0])
+    heads = model_dir.config.heads
+    return 0 if heads is None else heads.count
 
 
 def default_strategy(model_dir: ModelDir, drafter_dir: Optional[ModelDir], role: str,
