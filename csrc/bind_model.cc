@@ -41,6 +41,10 @@ ModelConfig parse_config(const py::dict& c) {
   cfg.mask = tokens["mask"].cast<int>();
   if (c.contains("block_size") && !c["block_size"].is_none()) cfg.block_size = c["block_size"].cast<int>();
   cfg.int8 = c.contains("quantization") && !c["quantization"].is_none();
+  if (c.contains("heads") && !c["heads"].is_none()) {
+    cfg.proposal_heads = c["heads"]["count"].cast<int>();
+    cfg.proposal_hidden = c["heads"]["hidden"].cast<int>();
+  }
   return cfg;
 }
 
@@ -131,7 +135,7 @@ class PyModel {
   }
 
   py::dict step(PyState& st, const py::handle& tokens_obj, bool argmax, int topk, const py::object& ids_obj,
-                bool logprobs) {
+                bool logprobs, const py::object& proposals_obj) {
     const char* fn = "step";
     check_owner(st, "state", fn);
     auto tokens = checked_array<int64_t>(tokens_obj, {fn, "tokens"}, {2});
@@ -164,6 +168,22 @@ class PyModel {
           throw py::value_error("step: ids has id " + std::to_string(ids.data()[i]) + ", outside the vocabulary");
       req.ids = ids.data();
     }
+    py::array_t<int64_t> draft_lengths;
+    const int K = cfg().proposal_heads;
+    if (!proposals_obj.is_none()) {
+      if (K == 0) throw py::value_error("step: proposals asked for, but this model has no proposal heads");
+      if (!argmax) throw py::value_error("step: proposals need argmax=True (j is found from the argmax)");
+      draft_lengths = checked_array<int64_t>(proposals_obj, {fn, "proposals"}, {1});
+      expect_dim(draft_lengths, 0, R, {fn, "proposals"}, "one draft length per row");
+      for (py::ssize_t b = 0; b < R; ++b)
+        if (draft_lengths.data()[b] < 0 || draft_lengths.data()[b] > n - 1)
+          throw py::value_error("step: proposals[" + std::to_string(b) + "] = " +
+                                std::to_string(draft_lengths.data()[b]) + " draft tokens, outside [0, " +
+                                std::to_string(n - 1) + "] (tokens[:, 1:] hold the drafts)");
+      req.draft_lengths = draft_lengths.data();
+    }
+    py::array_t<int64_t> proposals({R, static_cast<py::ssize_t>(req.draft_lengths ? K : 0)});
+    py::array_t<int64_t> accepted(req.draft_lengths ? R : 0);
     py::dict out;
     StepOutputs o;
     py::array_t<int64_t> am({R, static_cast<py::ssize_t>(n)});
@@ -180,6 +200,10 @@ class PyModel {
     }
     if (req.ids) o.id_logprobs = ilp.mutable_data();
     if (logprobs) o.logprobs = lp.mutable_data();
+    if (req.draft_lengths) {
+      o.proposals = proposals.mutable_data();
+      o.accepted = accepted.mutable_data();
+    }
     {
       py::gil_scoped_release release;
       model_->step(st.state, tok.data(), n, req, o);
@@ -191,6 +215,10 @@ class PyModel {
     }
     if (req.ids) out["id_logprobs"] = ilp;
     if (logprobs) out["logprobs"] = lp;
+    if (req.draft_lengths) {
+      out["proposals"] = proposals;
+      out["accepted"] = accepted;
+    }
     return out;
   }
 
@@ -260,6 +288,7 @@ class PyModel {
   }
 
   int threads() const { return model_->threads(); }
+  int proposal_heads() const { return cfg().proposal_heads; }
   size_t scratch_bytes() {
     py::gil_scoped_release release;
     return model_->scratch_bytes();
@@ -290,10 +319,12 @@ void bind_model(py::module_& m) {
       .def(py::init<const py::dict&, const py::dict&, const py::dict&, int>(), py::arg("config"),
            py::arg("tensors"), py::arg("activation_scales"), py::arg("threads"))
       .def_property_readonly("threads", &PyModel::threads)
+      .def_property_readonly("proposal_heads", &PyModel::proposal_heads)
       .def("encode", &PyModel::encode, py::arg("sources"), py::arg("shortlists") = py::none())
       .def("start", &PyModel::start, py::arg("memory"))
       .def("step", &PyModel::step, py::arg("state"), py::arg("tokens"), py::kw_only(), py::arg("argmax") = true,
-           py::arg("topk") = 0, py::arg("ids") = py::none(), py::arg("logprobs") = false)
+           py::arg("topk") = 0, py::arg("ids") = py::none(), py::arg("logprobs") = false,
+           py::arg("proposals") = py::none())
       .def("truncate", &PyModel::truncate, py::arg("state"), py::arg("lengths"))
       .def("select_state", &PyModel::select_state, py::arg("state"), py::arg("rows"))
       .def("select_memory", &PyModel::select_memory, py::arg("memory"), py::arg("rows"))

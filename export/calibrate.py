@@ -7,6 +7,11 @@ batches are not clipped while rare outliers do not waste the int8 range.
 
 A NAT drafter is run as GAD runs it: gold prefixes of length 0, k, 2k, ... followed by k
 mask tokens, so its decoder's scales come from the inputs it sees at inference.
+
+Proposal heads (heads.{i}.fc1 / fc2) run on the final decoder state of every real
+(non-padding) target position: at inference they run at one accepted position per row,
+which may be any of them. Every head's fc1 reads the same state, so all get one
+multiplier, which the engine needs (it runs them as one int8 GEMM).
 """
 from __future__ import annotations
 
@@ -46,7 +51,12 @@ def calibrate(model: Seq2Seq, pairs: list[tuple[list[int], list[int]]], batch_si
                 memory, keep = model.encode(src)
                 model.draft_logits(memory, keep, [prefix for _, prefix in chunk], k)
             else:
-                model(src, pad_batch([[model.bos] + t for _, t in chunk], model.pad))
+                tgt_in = pad_batch([[model.bos] + t for _, t in chunk], model.pad)
+                memory, keep = model.encode(src)
+                states = model.decode_full(tgt_in, memory, keep)
+                model.logits(states)  # the same calls as model(src, tgt_in)
+                if hasattr(model, "heads"):
+                    model.heads(states[tgt_in != model.pad])
             for n in names:
                 if n in current:
                     maxima[n].append(current[n])

@@ -48,6 +48,7 @@ class ModelConfig:
     max_source_len: int = 256
     block_size: int | None = None  # drafter only: k
     quantization: dict | None = None
+    heads: tuple[int, int] | None = None  # proposal heads: (count K, hidden H), or None
 
     def __post_init__(self):
         self.encoder_layers = [l if isinstance(l, LayerSpec) else LayerSpec(**l) for l in self.encoder_layers]
@@ -65,6 +66,12 @@ class ModelConfig:
                 raise ValueError("nat-drafter needs an attention decoder (the block is bidirectional)")
             if not self.block_size or self.block_size < 1:
                 raise ValueError("nat-drafter needs block_size >= 1")
+        if self.heads is not None:
+            self.heads = tuple(self.heads)
+            if len(self.heads) != 2 or any(not isinstance(v, int) or v < 1 for v in self.heads):
+                raise ValueError(f"heads {self.heads!r} is not (count >= 1, hidden >= 1)")
+            if self.arch != "transformer":
+                raise ValueError("proposal heads ride on an autoregressive 'transformer', not a drafter")
 
     @classmethod
     def create(cls, d_model, heads, ffn, enc_layers, dec_layers, head_dim=None, **kw) -> "ModelConfig":
@@ -86,6 +93,8 @@ class ModelConfig:
         if self.arch == "nat-drafter":
             out["block_size"] = self.block_size
         out["quantization"] = self.quantization
+        if self.heads is not None:  # absent, not null, without heads: older directories stay byte-identical
+            out["heads"] = {"count": self.heads[0], "hidden": self.heads[1]}
         return out
 
     @classmethod
@@ -94,14 +103,17 @@ class ModelConfig:
             raise ValueError(f"{where}: field 'format' is {obj.get('format')!r}, expected 'fastdec'")
         if obj.get("version") != 1:
             raise ValueError(f"{where}: field 'version' is {obj.get('version')!r}; this reader knows version 1")
+        heads = obj.get("heads")
         try:
+            if heads is not None:
+                heads = (heads["count"], heads["hidden"])
             return cls(
                 arch=obj["arch"], d_model=obj["d_model"], head_dim=obj["head_dim"],
                 vocab_size=obj["vocab_size"], norm=obj["norm"], activation=obj["activation"],
                 encoder_layers=obj["encoder"]["layers"], decoder_layers=obj["decoder"]["layers"],
                 decoder_self=obj["decoder"]["self"], tokens=obj["tokens"],
                 max_source_len=obj["max_source_len"], block_size=obj.get("block_size"),
-                quantization=obj.get("quantization"),
+                quantization=obj.get("quantization"), heads=heads,
             )
         except KeyError as err:
             raise ValueError(f"{where}: missing field {err}") from None
@@ -417,6 +429,30 @@ class Decoder(nn.Module):
         return self.final_ln(x) if hasattr(self, "final_ln") else x
 
 
+class ProposalHead(nn.Module):
+    """One blockwise proposal head (Stern et al. 2018): h = s + fc2(relu(fc1(s))) on the
+    decoder's final state s; the model's own output layer reads h."""
+
+    def __init__(self, d_model: int, hidden: int):
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, hidden)
+        self.fc2 = nn.Linear(hidden, d_model)
+
+    def forward(self, s: torch.Tensor) -> torch.Tensor:
+        return s + self.fc2(torch.relu(self.fc1(s)))
+
+
+class ProposalHeads(nn.ModuleList):
+    """K heads; head i proposes the token i+1 places after the verifier's own next token
+    (export/FORMAT.md, *Proposal heads*). forward: s [..., d] -> h [..., K, d]."""
+
+    def __init__(self, d_model: int, count: int, hidden: int):
+        super().__init__(ProposalHead(d_model, hidden) for _ in range(count))
+
+    def forward(self, s: torch.Tensor) -> torch.Tensor:
+        return torch.stack([head(s) for head in self], dim=-2)
+
+
 class Output(nn.Module):
     """The output bias; the output weight is the tied embedding matrix."""
 
@@ -440,6 +476,12 @@ class Seq2Seq(nn.Module):
         for name, p in self.named_parameters():
             if p.dim() == 2 and not name.startswith("embed"):
                 nn.init.xavier_uniform_(p)
+        if cfg.heads is not None:
+            # Made last, so the rest draws the same initial weights as without heads.
+            self.heads = ProposalHeads(cfg.d_model, *cfg.heads)
+            for p in self.heads.parameters():
+                if p.dim() == 2:
+                    nn.init.xavier_uniform_(p)
         self.pad, self.bos, self.eos = cfg.tokens["pad"], cfg.tokens["bos"], cfg.tokens["eos"]
         self.mask_id = cfg.tokens["mask"]
 
@@ -450,6 +492,23 @@ class Seq2Seq(nn.Module):
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         return F.linear(h, self.embed.weight, self.output.bias)
+
+    def add_heads(self, count: int, hidden: int) -> "Seq2Seq":
+        """Gives this model K = count fresh (xavier-initialised) proposal heads of `hidden`
+        units, replacing any it had; the rest of the model is untouched. Returns self."""
+        self.cfg.heads = (count, hidden)
+        self.cfg.__post_init__()  # validates the pair (and refuses a drafter)
+        self.heads = ProposalHeads(self.cfg.d_model, count, hidden)
+        for p in self.heads.parameters():
+            if p.dim() == 2:
+                nn.init.xavier_uniform_(p)
+        return self
+
+    def proposal_logits(self, s: torch.Tensor) -> torch.Tensor:
+        """Final decoder states s [..., d] -> the heads' logits [..., K, V] (tied output layer)."""
+        if not hasattr(self, "heads"):
+            raise ValueError("proposal_logits: this model has no proposal heads (config heads = None)")
+        return self.logits(self.heads(s))
 
     # -- encoder
     def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

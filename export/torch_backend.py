@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from pyfastdec.backends.base import Draft, StepOut, Want
+from pyfastdec.backends.proposals import accepted_prefix, check_proposals
 
 from .decode import pad_batch
 from .modeling import DecoderCache, Seq2Seq
@@ -35,20 +36,23 @@ class TorchState:
 
 
 class TorchBackend:
-    def __init__(self, model: Seq2Seq):
+    def __init__(self, model: Seq2Seq, name: str | Path | None = None):
+        """name: what errors call the model (from_dir: its directory)."""
         self.model = model.eval()
         cfg = model.cfg
         self.tokens = dict(cfg.tokens)
         self.vocab_size = cfg.vocab_size
         self.arch = cfg.arch
         self.block_size = cfg.block_size
+        self.proposal_heads = cfg.heads[0] if cfg.heads else 0  # K; 0: Want.proposals is refused
+        self.name = str(name) if name is not None else "this torch model"
 
     @classmethod
     def from_dir(cls, path: str | Path, simulate_int8: bool = False) -> "TorchBackend":
         from .writer import read_model_dir
 
         model, _ = read_model_dir(path, simulate_int8=simulate_int8)
-        return cls(model)
+        return cls(model, path)
 
     # ---- protocol
     @torch.no_grad()
@@ -72,9 +76,19 @@ class TorchBackend:
         rows = state.cache.lengths.shape[0]
         if tokens.ndim != 2 or tokens.shape[0] != rows:
             raise ValueError(f"step: tokens must be [rows={rows}, n], got shape {tokens.shape}")
+        lengths = None
+        if want.proposals is not None:  # checked before the state changes
+            lengths = check_proposals(want, tokens, self.proposal_heads, self.name)
         h = self.model.decode_step(torch.from_numpy(tokens.astype(np.int64)), state.cache)
         logp = torch.log_softmax(self.model.logits(h).float(), dim=-1)
-        return self._outputs(logp, want)
+        out = self._outputs(logp, want)
+        if lengths is not None:
+            # The heads read the final state at the accepted position j of each row only.
+            j = accepted_prefix(out.argmax, tokens, lengths)
+            s = h[torch.arange(rows), torch.from_numpy(j)]
+            out.proposals = self.model.proposal_logits(s).argmax(-1).numpy().astype(np.int64)
+            out.accepted = j
+        return out
 
     def truncate(self, state: TorchState, lengths: np.ndarray) -> TorchState:
         state.cache.truncate(torch.as_tensor(np.asarray(lengths), dtype=torch.long))

@@ -34,9 +34,10 @@ ACT_STAT = "127 / (mean + 1.1 * std) of the per-batch max|A| of the linear's inp
 
 def quantized_linears(model: Seq2Seq) -> list[str]:
     """Names (without .weight) of the linears stored as int8: every nn.Linear inside the
-    encoder/decoder layers. The tied embedding/output matrix stays float32."""
+    encoder/decoder layers and the proposal heads. The tied embedding/output matrix
+    stays float32."""
     return [name for name, mod in model.named_modules()
-            if isinstance(mod, torch.nn.Linear) and (name.startswith("encoder.") or name.startswith("decoder."))]
+            if isinstance(mod, torch.nn.Linear) and name.startswith(("encoder.", "decoder.", "heads."))]
 
 
 def quantize_weight(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -44,7 +44,8 @@ MIN_SOURCE_LEN = 2  # max_source_len counts EOS: a shorter one holds no source t
 MASK_PIECE = "<mask>"  # the drafter placeholder's piece in spm.model (export/vocab.py)
 
 CONFIG_FIELDS = ("format", "version", "arch", "d_model", "head_dim", "vocab_size", "norm", "activation",
-                 "encoder", "decoder", "tokens", "max_source_len", "block_size", "quantization", "checksum")
+                 "encoder", "decoder", "tokens", "max_source_len", "block_size", "quantization", "heads",
+                 "checksum")
 # config.json "checksum" (optional): sha256 of each file's bytes, and of config.json's own
 # canonical content (CHECKSUM_CONFIG) without the checksum field; see config_digest.
 CHECKSUM_CONFIG = "config"
@@ -79,6 +80,14 @@ class LayerShape:
 
 
 @dataclass(frozen=True)
+class ProposalHeads:
+    """config.json "heads": K blockwise proposal heads of H hidden units (export/FORMAT.md)."""
+
+    count: int
+    hidden: int
+
+
+@dataclass(frozen=True)
 class Quantization:
     """config.json "quantization": int8 weights with per-row scales, static int8 inputs."""
 
@@ -107,6 +116,7 @@ class ModelConfig:
     block_size: Optional[int]
     quantization: Optional[Quantization]
     checksum: Optional[dict[str, str]] = None  # CHECKSUM_KEYS -> "sha256:<hex>"
+    heads: Optional[ProposalHeads] = None  # blockwise proposal heads; None: the model has none
 
 
 def _show(value: Any) -> str:
@@ -218,6 +228,19 @@ def _parse_quantization(r: _ConfigReader, value: Any, linears: list[str]) -> Qua
     return Quantization(weights, weight_scale, activations, checked, calibration)
 
 
+def _parse_heads(r: _ConfigReader, value: Any, arch: str) -> Optional[ProposalHeads]:
+    expected = '{"count": K, "hidden": H} or no "heads" field'
+    if value is None:
+        return None
+    if arch != "transformer":
+        # A drafter proposes whole blocks itself; heads ride on an autoregressive verifier.
+        raise r.fail("heads", f"{_show(value)} (expected no heads: only arch \"transformer\" has proposal heads)")
+    if not isinstance(value, dict):
+        raise r.fail("heads", f"{_show(value)} (expected {expected})")
+    r.only(value, ("count", "hidden"), "heads.")
+    return ProposalHeads(r.integer(value, "count", "heads."), r.integer(value, "hidden", "heads."))
+
+
 def config_digest(obj: dict) -> str:
     """"sha256:<hex>" of a decoded config.json without its "checksum" field, in a canonical
     form (sorted keys, no whitespace), so re-indenting or reordering keeps it and any
@@ -301,9 +324,10 @@ def parse_config(obj: Any, where: str = CONFIG_FILE) -> ModelConfig:
         if block_size is not None:
             raise r.fail("block_size", f"{_show(block_size)} (expected no block_size: only arch \"nat-drafter\" has one)")
 
+    heads = _parse_heads(r, obj.get("heads"), arch)
     quant_value = r.field(obj, "quantization", "", "null or an int8 quantization object")
     config = ModelConfig(arch, d_model, head_dim, vocab_size, norm, activation, encoder_layers, decoder_layers,
-                         decoder_self, tokens, max_source_len, block_size, quantization=None)
+                         decoder_self, tokens, max_source_len, block_size, quantization=None, heads=heads)
     if quant_value is not None:
         # Which linears need an activation scale depends on the shapes parsed above.
         config = dataclasses.replace(config, quantization=_parse_quantization(r, quant_value, quantized_linears(config)))
@@ -381,7 +405,8 @@ def _attention_linears(prefix: str) -> list[str]:
 
 def quantized_linears(config: ModelConfig) -> list[str]:
     """Names (without .weight) of the linears that int8 export quantizes: every linear
-    inside an encoder or decoder layer, in model order. The tied embedding stays float."""
+    inside an encoder or decoder layer, then the proposal heads' fc1/fc2, in model order.
+    The tied embedding stays float."""
     names: list[str] = []
     for i in range(len(config.encoder_layers)):
         names += _attention_linears(f"encoder.layers.{i}.self_attn")
@@ -394,6 +419,8 @@ def quantized_linears(config: ModelConfig) -> list[str]:
             names += _attention_linears(f"{layer}.self_attn")
         names += _attention_linears(f"{layer}.cross_attn")
         names += [f"{layer}.ffn.fc1", f"{layer}.ffn.fc2"]
+    for i in range(config.heads.count if config.heads else 0):
+        names += [f"heads.{i}.fc1", f"heads.{i}.fc2"]
     return names
 
 
@@ -450,12 +477,24 @@ def expected_tensors(config: ModelConfig) -> dict[str, tuple[np.dtype, tuple[int
         layer_norm(f"{layer}.ln_ffn")
     if config.norm == "pre":
         layer_norm("decoder.final_ln")
+    for i in range(config.heads.count if config.heads else 0):
+        linear(f"heads.{i}.fc1", config.heads.hidden, d)
+        linear(f"heads.{i}.fc2", d, config.heads.hidden)
     return table
 
 
 def _describe(config: ModelConfig) -> str:
+    heads = f"{config.heads.count} of hidden {config.heads.hidden}" if config.heads else "none"
     return (f"arch {config.arch}, decoder.self {config.decoder_self}, norm {config.norm}, "
-            f"quantization {'int8' if config.quantization else 'null'}")
+            f"quantization {'int8' if config.quantization else 'null'}, heads {heads}")
+
+
+def _shape_source(name: str, config: ModelConfig) -> str:
+    """Which config.json fields a tensor's expected shape comes from, where a mismatch
+    most likely means heads written for another model (or another heads field)."""
+    if name.startswith("heads.") and config.heads:
+        return f" from config.json heads.hidden {config.heads.hidden} and d_model {config.d_model}"
+    return ""
 
 
 def check_tensors(header: safetensors_io.Header, config: ModelConfig) -> None:
@@ -477,7 +516,8 @@ def check_tensors(header: safetensors_io.Header, config: ModelConfig) -> None:
         if info.dtype != code:
             raise ModelDirError(f"{where}: {name}: dtype {info.dtype} (expected {code})")
         if info.shape != shape:
-            raise ModelDirError(f"{where}: {name}: shape {list(info.shape)} (expected {list(shape)})")
+            raise ModelDirError(f"{where}: {name}: shape {list(info.shape)} (expected {list(shape)}"
+                                f"{_shape_source(name, config)})")
 
 
 def check_values(tensors: dict[str, np.ndarray], where: Any) -> None:

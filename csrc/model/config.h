@@ -22,6 +22,8 @@ struct ModelConfig {
   int pad = 0, unk = 1, bos = 2, eos = 3, mask = 4;
   int block_size = 0;        // drafters only
   bool int8 = false;         // quantized linears (weights int8 + per-row scales)
+  int proposal_heads = 0;    // config.json "heads".count: blockwise proposal heads (0: none)
+  int proposal_hidden = 0;   // config.json "heads".hidden
 
   bool is_drafter() const { return arch == "nat-drafter"; }
 };

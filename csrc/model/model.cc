@@ -96,6 +96,8 @@ Model::Model(ModelConfig config, const TensorLookup& lookup,
     enc_final_ = LayerNorm(kt_, lookup, "encoder.final_ln", d);
     dec_final_ = LayerNorm(kt_, lookup, "decoder.final_ln", d);
   }
+  if (cfg_.proposal_heads > 0)
+    heads_ = ProposalHeads(kt_, lookup, cfg_.proposal_heads, cfg_.proposal_hidden, d, cfg_.int8, act_scales);
 }
 
 // ---------------------------------------------------------------- building blocks
@@ -307,6 +309,9 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
 void Model::step(DecoderState& state, const int32_t* tokens, int n, const StepRequest& request,
                  const StepOutputs& outputs) {
   std::lock_guard<std::mutex> lock(call_mutex_);
+  // Before anything runs: a refused call must leave the state as it was.
+  if (request.draft_lengths && heads_.count() == 0)
+    throw std::invalid_argument("step: proposals asked for, but this model has no proposal heads");
   const int d = cfg_.d_model;
   const int R = static_cast<int>(state.rows.size());
   const int T = R * n;
@@ -322,6 +327,38 @@ void Model::step(DecoderState& state, const int32_t* tokens, int n, const StepRe
   }
   decoder_pass(rows, std::vector<int>(static_cast<size_t>(R), n), x_.data(), Visibility::kCausal, 0);
   output_stats(x_.data(), T, memory_of, request, outputs);
+  if (request.draft_lengths) propose(tokens, n, x_.data(), memory_of, request, outputs);
+}
+
+void Model::propose(const int32_t* tokens, int n, const float* h, const std::vector<const MemoryRow*>& memory_of,
+                    const StepRequest& request, const StepOutputs& outputs) {
+  const int d = cfg_.d_model, K = heads_.count();
+  const int R = static_cast<int>(memory_of.size()) / n;
+  // The states at the accepted positions; x_ (which h points into) is left alone.
+  h_.resize(static_cast<size_t>(R) * d);
+  for (int b = 0; b < R; ++b) {
+    const int64_t* argmax = outputs.argmax + static_cast<size_t>(b) * n;
+    const int32_t* draft = tokens + static_cast<size_t>(b) * n + 1;
+    int64_t j = 0;
+    while (j < request.draft_lengths[b] && draft[j] == argmax[j]) ++j;
+    outputs.accepted[b] = j;
+    std::memcpy(h_.data() + static_cast<size_t>(b) * d, h + (static_cast<size_t>(b) * n + j) * d,
+                sizeof(float) * d);
+  }
+  y_.resize(static_cast<size_t>(K) * R * d);
+  heads_.forward(h_.data(), R, y_.data(), big_, att_, &pool_, &i8_scratch_);
+  // Head-major rows (i * R + b), each scored over its own row's shortlist.
+  std::vector<const MemoryRow*> head_memory(static_cast<size_t>(K) * R);
+  for (int i = 0; i < K; ++i)
+    for (int b = 0; b < R; ++b) head_memory[static_cast<size_t>(i) * R + b] = memory_of[static_cast<size_t>(b) * n];
+  std::vector<int64_t> best(head_memory.size());
+  StepRequest argmax_only;
+  StepOutputs into;
+  into.argmax = best.data();
+  output_stats(y_.data(), K * R, head_memory, argmax_only, into);
+  for (int b = 0; b < R; ++b)
+    for (int i = 0; i < K; ++i)
+      outputs.proposals[static_cast<size_t>(b) * K + i] = best[static_cast<size_t>(i) * R + b];
 }
 
 void Model::truncate(DecoderState& state, const std::vector<int>& lengths) const {

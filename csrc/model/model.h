@@ -13,6 +13,7 @@
 #include "kernels/thread_pool.h"
 #include "layers/layer_norm.h"
 #include "layers/linear.h"
+#include "layers/proposal_heads.h"
 #include "model/config.h"
 #include "model/state.h"
 #include "model/weights.h"
@@ -25,6 +26,9 @@ struct StepRequest {
   int topk = 0;
   const int64_t* ids = nullptr;  // [rows, n]: log-prob of these ids
   bool logprobs = false;         // full [V] log-softmax
+  // [rows]: draft tokens in each row (tokens[b, 1..len]); non-null asks for the heads'
+  // proposals at the accepted position (needs argmax; see pyfastdec/backends/base.py).
+  const int64_t* draft_lengths = nullptr;
 };
 struct StepOutputs {
   int64_t* argmax = nullptr;         // [rows, n]
@@ -32,6 +36,8 @@ struct StepOutputs {
   float* topk_logprobs = nullptr;    // [rows, n, topk]
   float* id_logprobs = nullptr;      // [rows, n]
   float* logprobs = nullptr;         // [rows, n, V]
+  int64_t* proposals = nullptr;      // [rows, proposal_heads]
+  int64_t* accepted = nullptr;       // [rows]: j, the accepted draft tokens
 };
 
 class Model {
@@ -89,6 +95,11 @@ class Model {
   void decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& counts, float* x,
                     Visibility visibility, int block);
   size_t held_scratch_bytes() const;  // call_mutex_ held
+  // Runs the proposal heads at each row's accepted position j (the leading draft tokens
+  // that equal the argmax before them), only there: K heads x 1 position per row.
+  // h: the step's final states [R * n, d]; argmax [R, n] from output_stats.
+  void propose(const int32_t* tokens, int n, const float* h, const std::vector<const MemoryRow*>& memory_of,
+               const StepRequest& request, const StepOutputs& outputs);
   // Output layer over hidden rows h [T, d]; row t belongs to cache row row_of[t].
   void output_stats(const float* h, int T, const std::vector<const MemoryRow*>& memory_of,
                     const StepRequest& request, const StepOutputs& outputs);
@@ -105,6 +116,7 @@ class Model {
   std::vector<EncoderLayer> encoder_;
   std::vector<DecoderLayer> decoder_;
   LayerNorm enc_final_, dec_final_;
+  ProposalHeads heads_;       // empty unless config.json has "heads"
   // Scratch, reused across calls.
   std::vector<float> x_, h_, big_, y_, att_, logits_;
   I8Scratch i8_scratch_;

@@ -72,7 +72,7 @@ class Want:
     topk: int = 0
     ids: np.ndarray | None = None
     logprobs: bool = False
-    proposals: np.ndarray | None = None
+    proposals: np.ndarray | None = None  # int64 [rows]: drafted tokens per row -> StepOut.proposals / accepted
 
 
 @dataclass
@@ -84,8 +84,8 @@ class StepOut:
     topk_logprobs: np.ndarray | None = None  # float32 [rows, n, k]
     id_logprobs: np.ndarray | None = None  # float32 [rows, n]
     logprobs: np.ndarray | None = None  # float32 [rows, n, V]
-    proposals: np.ndarray | None = None  # int64   [rows, K], the heads' tokens at position accepted
-    accepted: np.ndarray | None = None  # int64   [rows], j: leading draft tokens equal to the argmax
+    proposals: np.ndarray | None = None  # int64   [rows, K]: the heads' tokens at the accepted position
+    accepted: np.ndarray | None = None  # int64   [rows]: j, leading draft tokens equal to the argmax
 
 
 @dataclass
@@ -101,7 +101,8 @@ class Backend(Protocol):
     """One model behind the calls every decoding strategy uses.
 
     Attributes: `tokens` = {"pad", "unk", "bos", "eos", "mask"} ids, `vocab_size`,
-    `arch` ("transformer" or "nat-drafter"), `block_size` (drafters; else None).
+    `arch` ("transformer" or "nat-drafter"), `block_size` (drafters; else None);
+    backends that can run proposal heads also have `proposal_heads` (K, 0 without heads).
     Source ids given to `encode` are sentencepiece ids followed by EOS.
     """
 

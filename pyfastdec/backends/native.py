@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from pyfastdec.backends.base import Draft, StepOut, Want
+from pyfastdec.backends.proposals import check_proposals
 from pyfastdec.model_dir import ModelConfig, ModelDir, ModelDirError
 from pyfastdec.runtime import _engine, check_threads, default_threads  # runtime explains a missing engine
 from pyfastdec.shortlist import Shortlist
@@ -36,6 +37,7 @@ def engine_config(cfg: ModelConfig) -> dict:
                     "layers": [{"heads": s.heads, "ffn": s.ffn} for s in cfg.decoder_layers]},
         "tokens": dict(cfg.tokens), "block_size": cfg.block_size,
         "quantization": None if cfg.quantization is None else {"weights": cfg.quantization.weights},
+        "heads": None if cfg.heads is None else {"count": cfg.heads.count, "hidden": cfg.heads.hidden},
     }
 
 
@@ -60,6 +62,7 @@ class NativeBackend:
         self.vocab_size = cfg.vocab_size
         self.arch = cfg.arch
         self.block_size = cfg.block_size
+        self.proposal_heads = cfg.heads.count if cfg.heads else 0  # K; 0: Want.proposals is refused
         scales = cfg.quantization.activation_scales if cfg.quantization else {}
         self.threads = default_threads() if threads is None else check_threads(threads)
         self._model = _engine.Model(engine_config(cfg), self.model_dir.tensors, dict(scales), self.threads)
@@ -103,11 +106,15 @@ class NativeBackend:
         self._require_ar("step")
         tokens = np.ascontiguousarray(tokens, dtype=np.int64)
         ids = None if want.ids is None else np.ascontiguousarray(want.ids, dtype=np.int64)
+        proposals = None
+        if want.proposals is not None and tokens.ndim == 2:  # other shapes: the engine names the error
+            proposals = check_proposals(want, tokens, self.proposal_heads, self.model_dir.path)
         out = self._model.step(state, tokens, argmax=want.argmax, topk=want.topk, ids=ids,
-                               logprobs=want.logprobs)
+                               logprobs=want.logprobs, proposals=proposals)
         return StepOut(argmax=out.get("argmax"), topk_ids=out.get("topk_ids"),
                        topk_logprobs=out.get("topk_logprobs"), id_logprobs=out.get("id_logprobs"),
-                       logprobs=out.get("logprobs"))
+                       logprobs=out.get("logprobs"), proposals=out.get("proposals"),
+                       accepted=out.get("accepted"))
 
     def truncate(self, state, lengths: np.ndarray):
         self._model.truncate(state, np.ascontiguousarray(lengths, dtype=np.int64))

@@ -89,6 +89,7 @@ class OnnxBackend:
         self.block_size = None
         self.d_model, self.head_dim = cfg.d_model, cfg.head_dim
         self.heads = [layer.heads for layer in cfg.decoder_layers]
+        self.proposal_heads = 0  # the exported graphs hold no proposal heads (step refuses proposals)
         self.ssru = cfg.decoder_self == "ssru"
         self.threads = threads
         info_file = onnx_dir / "onnx_export.json"  # which weights the graphs hold (float32 / int8)
@@ -148,6 +149,9 @@ class OnnxBackend:
         return state
 
     def step(self, state: OnnxState, tokens: np.ndarray, want: Want = Want()) -> StepOut:
+        if want.proposals is not None:
+            raise ValueError("step: proposals (Want.proposals) are not supported by the onnx backend: its graphs "
+                             "hold no proposal heads; use the native or torch backend")
         tokens = np.asarray(tokens)
         rows = state.lengths.shape[0]
         if tokens.ndim != 2 or tokens.shape[0] != rows:
