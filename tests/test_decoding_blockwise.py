@@ -2,16 +2,18 @@
 fake verifier whose proposal heads propose its own greedy continuation with a wrong
 token at known places (HeadsCorrector): exact iteration, draft and accept counts on
 hand-made sentences, batches of 1, 7 and 32 against greedy, and the draft-length policy
-down to 0 (plain greedy steps)."""
+down to 0 (plain greedy steps); then on the tiny trained verifier with heads trained by
+export.train_heads (torch reference, native float32 and int8), partly accepted."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
-from test_decoding_support import EOS, HeadsCorrector, RuleCorrector, corrected
+from test_decoding_support import EOS, HeadsCorrector, RuleCorrector, corrected, heads_dirs
 
 from export.tiny import random_sources
+from export.tiny_task import task_sources
 from pyfastdec.backends.base import Want
 from pyfastdec.decoding import blockwise, greedy
 from pyfastdec.decoding.draft_length import FixedDraftLength
@@ -173,3 +175,45 @@ def test_empty_batch():
     outs, stats = blockwise(HeadsCorrector(heads=2), [])
     assert outs == [] and stats.iterations == 0
     assert HeadsCorrector(heads=2).step(HeadsCorrector().start([[5, EOS]]), np.array([[2]]), Want()).proposals is None
+
+
+# ----------------------------------------------------------------------------- real models with trained heads
+@pytest.fixture(scope="module")
+def trained_heads(tmp_path_factory):
+    """Backends on the tiny trained verifier with heads from export.train_heads: torch
+    reference and native engine on float32, native engine on int8."""
+    from export.torch_backend import TorchBackend
+    from pyfastdec.backends.native import NativeBackend
+
+    dirs = heads_dirs(tmp_path_factory.mktemp("heads"))
+    return {"torch": TorchBackend.from_dir(dirs["float32"]), "native": NativeBackend(dirs["float32"], threads=1),
+            "native-int8": NativeBackend(dirs["int8"], threads=1)}
+
+
+@pytest.mark.parametrize("name", ["torch", "native", "native-int8"])
+def test_trained_heads_blockwise_equals_greedy(trained_heads, name):
+    backend = trained_heads[name]
+    assert backend.proposal_heads == 3
+    sources = task_sources(64, seed=68)
+    expected, g = greedy(backend, sources)
+    drafted = accepted = 0
+    for batch in (1, 7, 32):
+        for policy in (None, FixedDraftLength(3, [3, 0, 1, 2]), "auto"):
+            outs, iterations = [], 0
+            for s in range(0, len(sources), batch):
+                part, stats = blockwise(backend, sources[s:s + batch], policy=policy)
+                outs += part
+                drafted, accepted = drafted + stats.drafted, accepted + stats.accepted
+                iterations += stats.row_steps
+            assert outs == expected, (batch, policy)
+            if policy is None:
+                assert iterations < g.row_steps
+    assert 0 < accepted < drafted  # the heads are sometimes right, sometimes not
+
+
+def test_trained_heads_torch_and_native_agree(trained_heads):
+    sources = task_sources(32, seed=69)
+    torch_outs, torch_stats = blockwise(trained_heads["torch"], sources, policy=None)
+    native_outs, native_stats = blockwise(trained_heads["native"], sources, policy=None)
+    assert torch_outs == native_outs
+    assert (torch_stats.accepted, torch_stats.drafted) == (native_stats.accepted, native_stats.drafted)

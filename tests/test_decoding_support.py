@@ -21,6 +21,7 @@ beyond what is held), so a strategy misusing the protocol fails loudly.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -250,6 +251,30 @@ class HeadsCorrector(RuleCorrector):
             proposals[r] = self.block(src, held[1:starts[r] + 1 + j])
         out.accepted, out.proposals = accepted, proposals
         return out
+
+
+def heads_dirs(directory: Path, heads: int = 3, steps: int = 300) -> dict[str, Path]:
+    """The tiny trained (attention) verifier with K proposal heads trained by
+    export.train_heads on its own greedy outputs: {"float32": dir, "int8": dir}. The
+    sources are task sentences as text (the tiny vocabulary's pieces)."""
+    from export.train_heads import main as train_heads
+    from export.vocab import load_vocab
+
+    spm = tiny_spm(directory / "spm.model")
+    sp = load_vocab(spm)
+    sources = directory / "sources.txt"
+    sources.write_text("".join((sp.decode(s[:-1]) or "a") + "\n" for s in task_sources(600, seed=9)))
+    backends(tiny_verifier(), spm, directory / "plain", int8=True)  # writes plain/float32 and plain/int8
+    made = {}
+    for kind in ("float32", "int8"):
+        plain = directory / "plain" / kind
+        out = directory / f"{kind}-heads"
+        rc = train_heads([str(plain), "--sources", str(sources), "--out", str(out), "--heads", str(heads),
+                          "--hidden", "16", "--steps", str(steps), "--batch", "128", "--held-out", "60",
+                          "--threads", "1", "--save-every", "100"])
+        assert rc == 0
+        made[kind] = out
+    return made
 
 
 def oracle_for(verifier, sources, **kw) -> OracleDrafter:
