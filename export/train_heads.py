@@ -209,7 +209,7 @@ def evaluate(model, states: np.ndarray, target: np.ndarray, outs: list[list[int]
             kept = int(leading[first + t])
             iterations += 1
             t += kept + 1
-    return {"held_out_sentences": len(sentences), "positions": int(len(rows)), "head_accuracy": accuracy,
+    return {"held_out_sentences": len(sentences), "positions": len(rows), "head_accuracy": accuracy,
             "states_agree_with_greedy": state_agreement,
             "mean_leading_correct": float(leading.mean()) if len(leading) else 0.0,
             "expected_tokens_per_iteration": tokens / max(iterations, 1)}

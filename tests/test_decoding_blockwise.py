@@ -10,7 +10,13 @@ import math
 
 import numpy as np
 import pytest
-from test_decoding_support import EOS, HeadsCorrector, RuleCorrector, corrected, heads_dirs
+from test_decoding_support import (
+    EOS,
+    HeadsCorrector,
+    RuleCorrector,
+    corrected,
+    heads_dirs,
+)
 
 from export.tiny import random_sources
 from export.tiny_task import task_sources
@@ -84,7 +90,7 @@ def test_every_row_takes_one_plus_ceil_rest_over_k_plus_one_iterations_with_perf
 @pytest.mark.parametrize("batch", [1, 7, 32])
 def test_blockwise_equals_greedy_with_fewer_iterations(batch):
     sources = sources_for_tests(60, seed=62)
-    expected, greedy_stats = greedy(RuleCorrector(), sources)
+    expected, _ = greedy(RuleCorrector(), sources)
     assert expected == [corrected(s) for s in sources]
     outs, iterations, drafted, accepted = [], 0, 0, 0
     for start in range(0, len(sources), batch):

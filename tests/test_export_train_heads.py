@@ -36,7 +36,7 @@ def test_targets_are_the_tokens_two_to_k_plus_one_places_ahead():
 
 @pytest.mark.parametrize("kind", ["float32", "int8"])
 def test_trained_heads_predict_the_verifiers_continuation(dirs, kind):
-    root, made = dirs
+    _, made = dirs
     report = json.loads((made[kind].with_name(made[kind].name + ".run") / "eval.json").read_text())
     assert len(report["head_accuracy"]) == 3
     assert report["head_accuracy"][0] > 0.3 and min(report["head_accuracy"]) > 0.1  # chance: 1 in 35
