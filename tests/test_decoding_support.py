@@ -11,13 +11,17 @@
 - RuleCorrector: a fake verifier backend whose greedy output is a known "correction" of
   the source (mostly copies), so IAD meets long accepted drafts and real re-entries;
 - OracleDrafter: a fake drafter proposing the verifier's greedy continuation (optionally
-  with one wrong token), so GAD's acceptance counts are known exactly.
+  with one wrong token), so GAD's acceptance counts are known exactly;
+- HeadsCorrector: RuleCorrector with K proposal heads (Want.proposals, backends/base.py)
+  that propose its own greedy continuation with a wrong token at known places, so
+  blockwise decoding's acceptance counts are known exactly.
 The fakes check how they are called (BOS first, accepted prefixes only, no positions
 beyond what is held), so a strategy misusing the protocol fails loudly.
 """
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -196,6 +200,83 @@ class OracleDrafter:
         return Draft(ids, np.zeros(ids.shape, dtype=np.float32))
 
 
+class HeadsCorrector(RuleCorrector):
+    """RuleCorrector with `heads` proposal heads. At a position whose next token is y, on
+    the corrected target, head i proposes the target token i+1 places after y (7 past
+    EOS), except that one head is wrong where mistake() says so (by default at about
+    `errors` of the positions, from a hash of source and position); off the target every
+    head proposes junk. Want.proposals is implemented as base.py specifies, with j
+    counted here (not with draft_verify's code), and asserts that the step's drafts fit
+    it (lengths within the step, padding after them)."""
+
+    def __init__(self, heads: int = 4, errors: float = 0.3):
+        self.proposal_heads, self.errors = heads, errors
+
+    def mistake(self, src: list[int], prefix: list[int]) -> int | None:
+        """The head that is wrong after `prefix` (no BOS), or None."""
+        rng = random.Random(hash((tuple(src), len(prefix))))
+        return rng.randrange(self.proposal_heads) if rng.random() < self.errors else None
+
+    def block(self, src: list[int], prefix: list[int]) -> list[int]:
+        """What the heads propose at the position that holds `prefix` (no BOS)."""
+        k, target = self.proposal_heads, corrected(src) + [EOS]
+        ahead = prefix + [self.next_token(src, prefix)]
+        if ahead != target[:len(ahead)]:
+            return [5 + (sum(ahead) * 17 + i) % (V - 5) for i in range(k)]
+        out = (target[len(ahead):len(ahead) + k] + [7] * k)[:k]
+        wrong = self.mistake(src, prefix)
+        if wrong is not None:
+            out[wrong] = 5 + (out[wrong] - 5 + 1) % (V - 5)
+        return out
+
+    def step(self, state, tokens, want=None):
+        want = want or Want()
+        tokens = np.asarray(tokens)
+        starts = [len(h) for h in state["held"]]
+        out = super().step(state, tokens, want)
+        if want.proposals is None:
+            return out
+        lengths = np.asarray(want.proposals)
+        assert want.argmax, "Want.proposals needs argmax"
+        assert lengths.dtype == np.int64 and lengths.shape == (tokens.shape[0],)
+        assert ((lengths >= 0) & (lengths <= tokens.shape[1] - 1)).all(), "a draft longer than the step"
+        accepted = np.zeros(len(lengths), dtype=np.int64)
+        proposals = np.zeros((len(lengths), self.proposal_heads), dtype=np.int64)
+        for r, (src, held, n) in enumerate(zip(state["src"], state["held"], lengths.tolist())):
+            assert (tokens[r, 1 + n:] == PAD).all(), "the step's padding after a row's draft"
+            j = 0
+            while j < n and tokens[r, 1 + j] == out.argmax[r, j]:
+                j += 1
+            accepted[r] = j
+            proposals[r] = self.block(src, held[1:starts[r] + 1 + j])
+        out.accepted, out.proposals = accepted, proposals
+        return out
+
+
+def heads_dirs(directory: Path, heads: int = 3, steps: int = 300) -> dict[str, Path]:
+    """The tiny trained (attention) verifier with K proposal heads trained by
+    export.train_heads on its own greedy outputs: {"float32": dir, "int8": dir}. The
+    sources are task sentences as text (the tiny vocabulary's pieces)."""
+    from export.train_heads import main as train_heads
+    from export.vocab import load_vocab
+
+    spm = tiny_spm(directory / "spm.model")
+    sp = load_vocab(spm)
+    sources = directory / "sources.txt"
+    sources.write_text("".join((sp.decode(s[:-1]) or "a") + "\n" for s in task_sources(600, seed=9)))
+    backends(tiny_verifier(), spm, directory / "plain", int8=True)  # writes plain/float32 and plain/int8
+    made = {}
+    for kind in ("float32", "int8"):
+        plain = directory / "plain" / kind
+        out = directory / f"{kind}-heads"
+        rc = train_heads([str(plain), "--sources", str(sources), "--out", str(out), "--heads", str(heads),
+                          "--hidden", "16", "--steps", str(steps), "--batch", "128", "--held-out", "60",
+                          "--threads", "1", "--save-every", "100"])
+        assert rc == 0
+        made[kind] = out
+    return made
+
+
 def oracle_for(verifier, sources, **kw) -> OracleDrafter:
     outs, _ = greedy(verifier, sources)
     return OracleDrafter({tuple(s): o for s, o in zip(sources, outs)}, **kw)
@@ -229,6 +310,22 @@ def test_oracle_drafter_proposes_the_greedy_continuation():
     assert drafter.draft(memory, [[], [5, 6]]).ids.tolist() == [[5, 6, 8], [8, EOS, 7]]
     with pytest.raises(AssertionError, match="accepted prefix"):
         drafter.draft(memory, [[5], [6]])
+
+
+def test_heads_corrector_proposes_the_block_after_the_accepted_position():
+    fake = HeadsCorrector(heads=3, errors=0.0)
+    src = [[5, 6, 8, 9, 10, 12, 15, EOS]]  # no multiples of 7, 11, 13: copied
+    state = fake.start(fake.encode(src))
+    first = fake.step(state, np.array([[BOS]]), Want(proposals=np.array([0])))
+    assert (first.argmax.tolist(), first.accepted.tolist(), first.proposals.tolist()) == ([[5]], [0], [[6, 8, 9]])
+    # Draft 6 8 30: two accepted, the verifier says 9 after them; the heads: 10 12 15.
+    out = fake.step(state, np.array([[5, 6, 8, 30]]), Want(proposals=np.array([3])))
+    assert (out.accepted.tolist(), out.argmax[0, 2], out.proposals.tolist()) == ([2], 9, [[10, 12, 15]])
+    fake.truncate(state, np.array([4]))
+    out = fake.step(state, np.array([[9, 10, 12, 15, PAD]]), Want(proposals=np.array([3])))
+    assert (out.accepted.tolist(), out.proposals.tolist()) == ([3], [[7, 7, 7]])  # after EOS
+    with pytest.raises(AssertionError, match="padding"):
+        fake.step(fake.start(fake.encode(src)), np.array([[BOS, 5]]), Want(proposals=np.array([0])))
 
 
 # ----------------------------------------------------------------------------- the trained models are not degenerate

@@ -20,6 +20,24 @@ distribution of the token that FOLLOWS it. So
               (BOS included), e.g. m + 1 + j after accepting j draft tokens; positions
               past it leave no trace in later steps.
 `lengths` may differ per row; rows never wait for each other.
+
+Proposal heads (blockwise parallel decoding)
+--------------------------------------------
+A model directory may carry K proposal heads (config.json "heads"; the backend's
+`proposal_heads` is K, 0 without). Head i reads the decoder's final hidden state s at a
+position (the vector the output layer reads) and proposes the token i+1 places AFTER
+that position's own argmax y: at the position that predicts y, the heads give the K
+tokens that would follow y. A step asked for `Want(proposals=lengths)` treats
+tokens[:, 1:1+lengths[b]] as row b's draft (tokens[:, 0] is the pending token, the rest
+padding), finds j[b] = how many leading draft tokens equal the argmax of the position
+before them (draft_verify.accept_argmax), and runs the heads at position j[b] only:
+  StepOut.accepted  [rows]     j, the accepted draft length
+  StepOut.proposals [rows, K]  the heads' tokens at position j, i.e. the K tokens after
+                               argmax[:, j] (the verifier's own token there)
+So one step verifies the previous block and proposes the next one; the caller keeps
+BOS .. pending d1..dj (truncate to lengths + 1 + j) and feeds [argmax[j], proposals..].
+Lengths of 0 (e.g. the first step, tokens [[BOS]]) give the block after the first token.
+A backend whose model has no heads raises ValueError naming the model directory.
 """
 from __future__ import annotations
 
@@ -42,6 +60,10 @@ class Want:
               (e.g. the draft tokens: ids[:, i] is scored at position i, so for
               verification pass the tokens shifted left by one)
     logprobs: the full log-softmax over the vocabulary      -> StepOut.logprobs [rows, n, V]
+    proposals: int64 array [rows]: draft tokens per row     -> StepOut.proposals [rows, K],
+              (tokens[:, 1:1+proposals[b]]; needs argmax)      StepOut.accepted [rows]
+              the proposal heads' block at each row's accepted position (module
+              docstring, "Proposal heads"); models without heads raise ValueError
     Log-probs are natural-log softmax over the full output layer (or the shortlist, if
     the backend uses one; ids outside it get -inf).
     """
@@ -79,7 +101,8 @@ class Backend(Protocol):
     """One model behind the calls every decoding strategy uses.
 
     Attributes: `tokens` = {"pad", "unk", "bos", "eos", "mask"} ids, `vocab_size`,
-    `arch` ("transformer" or "nat-drafter"), `block_size` (drafters; else None).
+    `arch` ("transformer" or "nat-drafter"), `block_size` (drafters; else None);
+    backends that can run proposal heads also have `proposal_heads` (K, 0 without heads).
     Source ids given to `encode` are sentencepiece ids followed by EOS.
     """
 

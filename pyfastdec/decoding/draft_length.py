@@ -170,6 +170,16 @@ class FixedDraftLength:
         self.chosen.append(k)
         return k
 
+    # The interface of SourceDraftLength, for strategies whose drafts cost nothing (blockwise)
+    def choose_lengths(self, lengths: list[int]) -> int:
+        return self.choose(len(lengths), 0)
+
+    def iteration_started(self) -> None:
+        pass
+
+    def call_ended(self) -> None:
+        pass
+
     def drafted(self, tokens: int, seconds: float) -> None:
         pass
 

@@ -1,4 +1,4 @@
-"""The draft-then-verify loop shared by IAD and GAD/GAD++ (only the drafts differ).
+"""The draft-then-verify loop shared by IAD, GAD/GAD++ and blockwise (only the drafts differ).
 
 Every iteration, each live row holds its accepted output y1..ym, of which the verifier
 state already holds BOS y1..y(m-1); ym (BOS at the start) is "pending". A draft source
@@ -8,10 +8,16 @@ token); an acceptance rule keeps d1..dj and adds the verifier's own token after 
 correction at the first rejected position, or the bonus token when all k pass); the
 state is truncated to BOS y1..ym d1..dj. Rows leave the batch (verifier state and draft
 source together) at EOS or at their length limit; outputs stay in input order.
+
+A source that drafts from the verifier's own proposal heads (blockwise.py) asks the loop
+for `proposals`: every step then also returns the heads' block at each row's accepted
+position (Want.proposals, backends/base.py), which the source receives with the step's
+output in `verified` and proposes next; one verifier call per iteration.
 """
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Callable, Protocol
 
 import numpy as np
@@ -23,7 +29,8 @@ from .result import DecodeStats
 
 
 class DraftSource(Protocol):
-    """Where drafts come from (the source sentence for IAD, a drafter model for GAD)."""
+    """Where drafts come from (the source sentence for IAD, a drafter model for GAD,
+    the verifier's proposal heads for blockwise)."""
 
     def propose(self, prefixes: list[list[int]]) -> list[list[int]]:
         """The draft of every live row, given its accepted output so far (no BOS).
@@ -33,9 +40,12 @@ class DraftSource(Protocol):
     def keep(self, rows: np.ndarray) -> None:
         """Only these live rows (indices into the current live rows, in order) remain."""
 
-    def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float) -> None:
+    def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float,
+                 out: StepOut) -> None:
         """What the last verification did: tokens per row, draft tokens kept and drafted
-        per row, its wall time (for sources that adapt their drafts to costs)."""
+        per row, its wall time (for sources that adapt their drafts to costs), and the
+        step's output (rows in the order of the live rows before `keep`; its `proposals`
+        are the next drafts of a source that drafts from the verifier's heads)."""
 
 
 # An acceptance rule: (step output [rows, w], drafts [rows, w-1] padded, draft lengths [rows])
@@ -77,10 +87,11 @@ def accept_topk(tau: float) -> AcceptRule:
 
 def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftSource,
                      accept: AcceptRule, want: Want, max_len: int | None,
-                     stats: DecodeStats) -> list[list[int]]:
+                     stats: DecodeStats, proposals: bool = False) -> list[list[int]]:
     """Outputs (ids without BOS/EOS, input order); counters and times go into `stats`.
     The caller has already encoded with the draft source's model, if any, and times the
-    whole call (stats.total)."""
+    whole call (stats.total). proposals: ask every step for the verifier's heads' block at
+    the accepted position (needs accept_argmax: the backend accepts by argmax)."""
     outs: list[list[int]] = [[] for _ in src_ids]
     if not src_ids:
         return outs
@@ -102,6 +113,7 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
                 longest = max(longest, len(d))
             drafts.append(d)
         width = 1 + longest
+        lengths = np.array([len(d) for d in drafts], dtype=np.int64)
         if width == 1:  # nothing drafted (e.g. the policy chose a plain step): greedy's step
             tokens = pending.reshape(-1, 1)
         else:
@@ -111,23 +123,24 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
                 tokens[r, 1:1 + len(d)] = d
         with stats.timing("verifier"):
             started = time.perf_counter()
-            out = verifier.step(state, tokens, want)
+            out = verifier.step(state, tokens, replace(want, proposals=lengths) if proposals else want)
             step_seconds = time.perf_counter() - started
         stats.iterations += 1
         stats.row_steps += len(live_ids)
         if width == 1:
             nxt = (out.argmax if out.argmax is not None else out.topk_ids[:, :, 0])[:, 0]
             kept = [0] * len(live_ids)
-            lengths = j = np.zeros(len(live_ids), dtype=np.int64)
+            j = lengths
         else:
-            lengths = np.array([len(d) for d in drafts], dtype=np.int64)
             j, nxt = accept(out, tokens[:, 1:], lengths)
             kept = j.tolist()
             stats.drafted += int(lengths.sum())
             stats.accepted += int(j.sum())
             held += j  # the accepted draft; the rest is rolled back (below)
         held += 1  # the pending token
-        source.verified(width, j, lengths, step_seconds)
+        # The backend found j itself to place the heads; both must mean the same position.
+        assert out.accepted is None or np.array_equal(out.accepted, j), (out.accepted, j)
+        source.verified(width, j, lengths, step_seconds, out)
 
         keep = []
         # Python ints once per step: indexing numpy arrays per row costs more at batch 32

@@ -64,7 +64,7 @@ class _DrafterDrafts:
             with self.stats.timing("drafter"):
                 self.memory = self.drafter.select(self.memory, rows)
 
-    def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float) -> None:
+    def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float, out) -> None:
         if self.policy is not None:
             self.policy.verified(width, accepted, lengths, seconds)
 

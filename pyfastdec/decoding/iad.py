@@ -76,7 +76,7 @@ class _SourceDrafts:
     def keep(self, rows: np.ndarray) -> None:
         self.rows = [self.rows[r] for r in rows]
 
-    def verified(self, width, accepted, lengths, seconds) -> None:
+    def verified(self, width, accepted, lengths, seconds, out) -> None:
         if self.policy is not None:
             self.policy.verified(width, accepted, lengths, seconds)
 

@@ -1,0 +1,97 @@
+"""Blockwise parallel decoding (Stern, Shazeer, Uszkoreit 2018) on the verifier's own
+proposal heads.
+
+The verifier carries K heads that read the decoder's final state at a position and
+propose the K tokens after that position's argmax (backends/base.py, "Proposal heads").
+So a step that verifies [pending, d1..dk] also returns, at the accepted position j, the
+next block: the verifier's token after d1..dj (the correction, or the bonus token) and
+the K tokens the heads expect after it. One iteration is one verifier call:
+  iteration 1: step([[BOS]], proposals=0)            -> y1, and the heads' block p1..pK
+  iteration t: step([[y, p1..pk]], proposals=k)      -> keeps p1..pj and the verifier's
+               token after them, and the heads' block after that token
+The loop (draft_verify.py) keeps a proposal only where it equals the verifier's argmax,
+so the output is greedy's, token for token, whatever the heads propose.
+
+Proposals cost nothing to make, so, as for IAD (source_draft_length.py), how many of
+the K proposals to verify is a cost decision per iteration: all K where verifying a
+block costs little more than one position (batch 1), none (a plain greedy step, plus the
+heads at one position) where every computed position costs (large batches, or heads that
+are rarely right).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from pyfastdec.backends.base import Backend, StepOut, Want
+
+from .draft_verify import accept_argmax, draft_and_verify
+from .result import DecodeStats
+from .source_draft_length import SourceDraftLength
+
+
+class _HeadDrafts:
+    """Each live row's draft is the heads' block from the row's last step, capped by the
+    policy (None: whole)."""
+
+    def __init__(self, rows: int, policy):
+        self.blocks: list[list[int]] = [[] for _ in range(rows)]  # none before the first step
+        self.policy = policy
+
+    def propose(self, prefixes: list[list[int]]) -> list[list[int]]:
+        if self.policy is None:
+            return self.blocks
+        self.policy.iteration_started()
+        if any(self.blocks):
+            cap = self.policy.choose_lengths([len(b) for b in self.blocks])
+            return [b[:cap] for b in self.blocks]
+        return self.blocks
+
+    def keep(self, rows: np.ndarray) -> None:
+        self.blocks = [self.blocks[r] for r in rows]
+
+    def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float,
+                 out: StepOut) -> None:
+        if out.proposals is None:
+            raise ValueError("blockwise: the backend's step returned no proposals for Want.proposals")
+        self.blocks = out.proposals.tolist()
+        if self.policy is not None:
+            self.policy.verified(width, accepted, lengths, seconds)
+
+
+def proposal_heads(backend: Backend) -> int:
+    """K, the backend's number of proposal heads; ValueError if it has none."""
+    k = int(getattr(backend, "proposal_heads", 0) or 0)
+    if k < 1:
+        where = getattr(getattr(backend, "model_dir", None), "path", None) or type(backend).__name__
+        raise ValueError(f"blockwise: {where} has no proposal heads (config.json field 'heads'; "
+                         f"train them with python -m export.train_heads)")
+    return k
+
+
+def blockwise(backend: Backend, src_ids: list[list[int]], max_len: int | None = None,
+              policy: SourceDraftLength | None | str = "auto") -> tuple[list[list[int]], DecodeStats]:
+    """Blockwise outputs (ids without BOS/EOS, input order; equal to greedy's) and
+    statistics (stats.mean_tokens: committed tokens per row per iteration). max_len as in
+    greedy. policy: how many of the K proposals to verify per iteration; "auto" (default)
+    learns it within this call (keep one SourceDraftLength(K) across calls so it learns
+    the costs once); None verifies all K every iteration; any object with
+    SourceDraftLength's methods (e.g. draft_length.FixedDraftLength) fixes the path."""
+    k = proposal_heads(backend)
+    stats = DecodeStats(sentences=len(src_ids))
+    if isinstance(policy, str):
+        if policy != "auto":
+            raise ValueError(f"blockwise: policy must be 'auto', None or a SourceDraftLength, got {policy!r}")
+        policy = SourceDraftLength(k)
+    if policy is not None and policy.k_max != k:
+        raise ValueError(f"blockwise: the draft-length policy is for blocks of {policy.k_max}, the model has {k} heads")
+    if not src_ids:
+        return [], stats
+    with stats.total():
+        source = _HeadDrafts(len(src_ids), policy)
+        try:
+            outs = draft_and_verify(backend, src_ids, source, accept_argmax, Want(argmax=True), max_len, stats,
+                                    proposals=True)
+        finally:
+            if policy is not None:
+                policy.call_ended()
+    return outs, stats
