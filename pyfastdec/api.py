@@ -28,7 +28,7 @@ import numpy as np
 
 from pyfastdec.backends.base import Backend, Want
 from pyfastdec.backends.native import NativeBackend
-from pyfastdec.decoding import DecodeStats, beam_search, gad, gad_plus, greedy, iad
+from pyfastdec.decoding import DecodeStats, beam_search, blockwise, gad, gad_plus, greedy, iad
 from pyfastdec.decoding.draft_length import AdaptiveDraftLength, DraftLengthPolicy
 from pyfastdec.decoding.source_draft_length import SourceDraftLength
 from pyfastdec.default_strategy import StrategyChoice, default_strategy
@@ -37,7 +37,7 @@ from pyfastdec.runtime import check_threads, default_threads
 from pyfastdec.size_limits import MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK, MAX_N_BEST, check_size
 from pyfastdec.text import Tokenizer, clean_text, sentence_units
 
-ALGOS = ("greedy", "beam", "iad", "gad", "gad++")
+ALGOS = ("greedy", "beam", "iad", "gad", "gad++", "blockwise")
 COMPUTE_TYPES = ("int8", "float32")
 # The models shipped inside the package (pyfastdec/models/<name>), by role.
 DEFAULT_MODELS = {"translate": "en-de", "drafter": "en-de-drafter", "correct": "uk-gec"}
@@ -239,6 +239,7 @@ class Translator:
                                  f"{self.drafter.block_size} ({self.drafter_dir.path})")
         self._draft_policy: DraftLengthPolicy | None = draft_policy
         self._iad_policy: SourceDraftLength | None = None
+        self._heads_policy: SourceDraftLength | None = None
         # What translate() runs when no algo is given, and why (fastdec info prints it).
         self.strategy: StrategyChoice = default_strategy(self.model_dir, self.drafter_dir, self._role, ALGOS)
 
@@ -248,7 +249,8 @@ class Translator:
                   return_stats: bool = False, block: int | None = None, beta: int = 1, tau: float = 0.0):
         """Translate `texts` (a list of strings, or one string) in input order.
 
-        algo: "greedy", "beam", "iad", "gad" (lossless: = greedy), "gad++" (top-beta, tau);
+        algo: "greedy", "beam", "iad", "gad" (lossless: = greedy), "gad++" (top-beta, tau),
+            "blockwise" (the model's proposal heads; lossless);
             None (default): "beam" when beam_size > 1, else the fastest lossless
             strategy the model supports (self.strategy; default_strategy.py).
         Returns one string per input; with n_best > 1 (algo "beam") a list of up to n_best
@@ -302,6 +304,9 @@ class Translator:
             raise ValueError(f"beam_size={beam_size}, n_best={n_best}: beam sizes and n-best lists need algo='beam'")
         if n_best > beam_size:
             raise ValueError(f"n_best={n_best} exceeds beam_size={beam_size}")
+        if algo == "blockwise" and not self.verifier.proposal_heads:
+            raise ValueError(f"algo 'blockwise' needs proposal heads in the model: {self.model_dir.path}/config.json "
+                             f"has no \"heads\" (add them with python -m export.train_heads), or use algo='greedy'")
         if algo in ("gad", "gad++"):
             if self.drafter is None:
                 raise ValueError(f"algo {algo!r} needs a drafter: Translator(model, drafter='path/to/drafter') "
@@ -380,6 +385,10 @@ class Translator:
             if self._iad_policy is None:  # one for the Translator's lifetime: costs are learnt once
                 self._iad_policy = SourceDraftLength(self.max_source_len)
             outs, stats = iad(self.verifier, src, policy=self._iad_policy)
+        elif algo == "blockwise":
+            if self._heads_policy is None:  # as IAD's: proposals cost nothing to make
+                self._heads_policy = SourceDraftLength(self.verifier.proposal_heads)
+            outs, stats = blockwise(self.verifier, src, policy=self._heads_policy)
         elif algo == "gad":
             outs, stats = gad(self.verifier, self.drafter, src, k=block, policy=self._policy(block))
         else:

@@ -180,9 +180,10 @@ def _add_model_args(p: argparse.ArgumentParser, role: str, drafter: bool) -> Non
 
 def _add_algo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--algo", choices=ALGOS,
-                   help="decoding algorithm (default: beam with --beam-size > 1 or --n-best > 1, else gad with a "
-                        "drafter, else greedy); greedy, iad and gad give identical output; gad++ trades exactness "
-                        "for speed with --beta/--tau")
+                   help="decoding algorithm (default: beam with --beam-size > 1 or --n-best > 1, else the "
+                        "fastest lossless one the model supports: blockwise with proposal heads, gad with a drafter, "
+                        "else greedy; `fastdec info -m MODEL` says which); greedy, iad, gad and blockwise give "
+                        "identical output; gad++ trades exactness for speed with --beta/--tau")
     p.add_argument("--beam-size", type=bounded_int(MAX_BEAM_SIZE, BEAM_BOUND), metavar="N",
                    help=f"beam size for --algo beam (default 5, at least --n-best; at most {MAX_BEAM_SIZE})")
     p.add_argument("--n-best", type=bounded_int(MAX_N_BEST, "at most the largest beam size"), default=1,
