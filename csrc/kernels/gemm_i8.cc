@@ -93,8 +93,15 @@ void gemm_i8_columns(const I8Matrix& w, const float* a, int M, size_t lda,
   args.cols = cols;
   args.offsets = offsets;
   args.c = c;
-  // Rows are independent (each has its own column list), so they split like any row loop.
-  parallel_rows(pool, M, [&](int r) { kt.i8_gemm_columns(args, r, r + 1); });
+  // Rows are independent (each has its own column list), so they split like any row loop;
+  // each thread gets one contiguous range, so the kernel sees consecutive rows that share
+  // a column list (the positions of one verified row) together.
+  int threads = pool ? std::min(pool->size(), M) : 1;
+  parallel_rows(pool, threads, [&](int t) {
+    int begin, end;
+    split_range(M, threads, t, &begin, &end);
+    kt.i8_gemm_columns(args, begin, end);
+  });
 }
 
 }  // namespace fastdec

@@ -107,19 +107,84 @@ void gemm(const I8GemmArgs& g, int m_begin, int m_end, int block_begin, int bloc
     run_panels<4, 4>(Tiles{g}, m_begin, m_end, block_begin, block_end);
 }
 
+// Lane c of the result = the sum of the 16 lanes of v[c]. A transposing tree of adds:
+// 15 vector adds for 16 sums instead of one horizontal reduction per sum.
+inline __m512i sum_lanes16(const __m512i v[16]) {
+  __m512i pairs[8], quads[4];
+  for (int i = 0; i < 8; ++i)  // per 128-bit lane: (a0+a2, b0+b2, a1+a3, b1+b3)
+    pairs[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
+                                _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; ++i)  // per 128-bit lane: that lane's sums of 4 consecutive vectors
+    quads[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(pairs[2 * i], pairs[2 * i + 1]),
+                                _mm512_unpackhi_epi64(pairs[2 * i], pairs[2 * i + 1]));
+  __m512i halves[2];
+  for (int i = 0; i < 2; ++i)  // 128-bit lanes: q[2i] lanes 0+1, 2+3, then q[2i+1]'s
+    halves[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(quads[2 * i], quads[2 * i + 1], 0x88),
+                                 _mm512_shuffle_i32x4(quads[2 * i], quads[2 * i + 1], 0xDD));
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(halves[0], halves[1], 0x88),
+                          _mm512_shuffle_i32x4(halves[0], halves[1], 0xDD));
+}
+
+// Rows [m, m + rows) share one column list (the positions one verification step appends
+// to a row all use the row's shortlist). Columns go 16 at a time, every row of the group
+// reusing them from L1, with one vector epilogue per 16 columns. Every output is the same
+// exact int32 dot product and the same epilogue arithmetic (dequantize16 is
+// dequantize_one lane for lane) as one column at a time.
+void columns_of_rows(const I8ColumnsArgs& g, int m, int rows, size_t kbytes) {
+  const int64_t begin = g.offsets[m], count = g.offsets[m + 1] - begin;
+  int64_t j = 0;
+  for (; j + 16 <= count; j += 16) {
+    const int32_t* cols = g.cols + begin + j;
+    const int8_t* w[16];
+    for (int c = 0; c < 16; ++c) w[c] = g.b_rows + cols[c] * g.b_row_stride;
+    const __m512i idx = _mm512_loadu_si512(cols);
+    const __m512i corr = _mm512_i32gather_epi32(idx, g.b_shift_correction, 4);
+    const __m512 bdq = _mm512_i32gather_ps(idx, g.b_dequant, 4);
+    const __m512 bias = g.bias ? _mm512_i32gather_ps(idx, g.bias, 4) : _mm512_setzero_ps();
+    for (int i = 0; i < rows; ++i) {
+      const uint8_t* a = g.a + (m + i) * g.a_stride;
+      __m512i acc[16];
+      _Pragma("GCC unroll 16")
+      for (int c = 0; c < 16; ++c) acc[c] = _mm512_setzero_si512();
+      for (size_t k = 0; k < kbytes; k += 64) {
+        __m512i av = _mm512_load_si512(a + k);
+        _Pragma("GCC unroll 16")
+        for (int c = 0; c < 16; ++c) dpbusd(acc[c], av, _mm512_load_si512(w[c] + k));
+      }
+      _mm512_storeu_ps(g.c + g.offsets[m + i] + j,
+                       dequantize16(sum_lanes16(acc), corr, g.a_dequant[m + i], bdq, bias, false));
+    }
+  }
+  for (; j < count; ++j) {  // the last < 16 columns, one at a time
+    int n = g.cols[begin + j];
+    const int8_t* w = g.b_rows + n * g.b_row_stride;
+    for (int i = 0; i < rows; ++i) {
+      const uint8_t* a = g.a + (m + i) * g.a_stride;
+      __m512i acc = _mm512_setzero_si512();
+      for (size_t k = 0; k < kbytes; k += 64) dpbusd(acc, _mm512_load_si512(a + k), _mm512_load_si512(w + k));
+      int32_t dot = _mm512_reduce_add_epi32(acc) - g.b_shift_correction[n];
+      g.c[g.offsets[m + i] + j] = dequantize_one(dot, g.a_dequant[m + i], g.b_dequant[n], g.bias ? g.bias[n] : 0.f, false);
+    }
+  }
+}
+
+// How many rows from m on (before m_end) have row m's column list.
+int rows_sharing_columns(const I8ColumnsArgs& g, int m, int m_end) {
+  const int64_t count = g.offsets[m + 1] - g.offsets[m];
+  const int32_t* cols = g.cols + g.offsets[m];
+  int rows = 1;
+  while (m + rows < m_end && g.offsets[m + rows + 1] - g.offsets[m + rows] == count &&
+         std::memcmp(g.cols + g.offsets[m + rows], cols, sizeof(int32_t) * static_cast<size_t>(count)) == 0)
+    ++rows;
+  return rows;
+}
+
 void gemm_columns(const I8ColumnsArgs& g, int m_begin, int m_end) {
   const size_t kbytes = round_up(static_cast<size_t>(g.K), 64);
-  for (int m = m_begin; m < m_end; ++m) {
-    const uint8_t* a = g.a + m * g.a_stride;
-    for (int64_t j = g.offsets[m]; j < g.offsets[m + 1]; ++j) {
-      int n = g.cols[j];
-      const int8_t* w = g.b_rows + n * g.b_row_stride;
-      __m512i acc = _mm512_setzero_si512();
-      for (size_t k = 0; k < kbytes; k += 64)
-        acc = _mm512_dpbusd_epi32(acc, _mm512_load_si512(a + k), _mm512_load_si512(w + k));
-      int32_t dot = _mm512_reduce_add_epi32(acc) - g.b_shift_correction[n];
-      g.c[j] = dequantize_one(dot, g.a_dequant[m], g.b_dequant[n], g.bias ? g.bias[n] : 0.f, false);
-    }
+  for (int m = m_begin; m < m_end;) {
+    int rows = rows_sharing_columns(g, m, m_end);
+    columns_of_rows(g, m, rows, kbytes);
+    m += rows;
   }
 }
 

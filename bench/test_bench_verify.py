@@ -1,0 +1,44 @@
+"""pytest-benchmark of what verifying n positions costs against a greedy step (n = 1),
+on the shipped int8 models, 1 thread (bench/verify_cost.py has the workload and the
+interleaved ratio table):
+    pytest bench/test_bench_verify.py --benchmark-only --benchmark-group-by=param:model,param:shortlist,param:rows
+
+One timed call = NativeBackend.step of n new tokens per row (argmax) after PAST positions,
+then truncate back, so every round sees the same state. Not part of the default test run
+(testpaths = tests): run it explicitly.
+"""
+from __future__ import annotations
+
+import pytest
+
+from bench.verify_cost import CONFIGS, ROOT, Case
+
+MODELS = {label: path for label, path, _ in CONFIGS}
+SHORTLIST = {(label, shortlist) for label, _, shortlist in CONFIGS}
+
+
+@pytest.fixture(scope="module")
+def cases():
+    from bench.data import multi30k_test
+
+    sources = multi30k_test(32).sources
+    made = {}
+
+    def get(model, shortlist, rows):
+        key = (model, shortlist, rows)
+        if key not in made:
+            made[key] = Case(model, ROOT / MODELS[model], shortlist, rows, sources)
+        return made[key]
+    return get
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 6, 8, 12, 16])
+@pytest.mark.parametrize("rows", [1, 32])
+@pytest.mark.parametrize("shortlist", [True, False], ids=["shortlist", "full-vocab"])
+@pytest.mark.parametrize("model", list(MODELS))
+def test_verify_step(benchmark, cases, model, shortlist, rows, n):
+    if (model, shortlist) not in SHORTLIST:
+        pytest.skip(f"{model} has no shortlist.bin")
+    case = cases(model, shortlist, rows)
+    benchmark.extra_info["positions_per_call"] = rows * n
+    benchmark(case.call, n)
