@@ -300,6 +300,8 @@ def run(args) -> int:
         raise ValueError("--heads, --batch and --held-out must be >= 1; --hidden, --steps and --limit >= 0")
     if out.resolve() == args.model_dir.resolve():
         raise ValueError(f"--out {out}: must differ from MODEL_DIR (the heads go into a copy)")
+    if not args.sources.is_file():  # before a run directory records these sources
+        raise ValueError(f"{args.sources}: file not found (--sources: one source sentence per line)")
     model, spm_file = read_model_dir(args.model_dir)
     int8 = bool(model.cfg.quantization)
     shortlist = not args.no_shortlist and (args.model_dir / "shortlist.bin").exists()

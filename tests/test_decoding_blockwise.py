@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from test_decoding_support import (
     EOS,
+    V,
     HeadsCorrector,
     RuleCorrector,
     corrected,
@@ -150,6 +151,93 @@ def test_the_default_policy_gives_greedy_and_learns_across_calls():
     outs = [o for s in range(0, len(sources), 8) for o in blockwise(HeadsCorrector(heads=4), sources[s:s + 8],
                                                                      policy=policy)[0]]
     assert outs == expected and policy.calls > 0
+
+
+class Charged(HeadsCorrector):
+    """HeadsCorrector charging each step what `cost(token rows, heads ran)` says: the
+    machine the policy is given as its cost model, so its decisions are deterministic."""
+
+    def __init__(self, cost, **kw):
+        super().__init__(**kw)
+        self.cost, self.spent, self.head_steps, self.steps = cost, 0.0, 0, 0
+
+    def step(self, state, tokens, want=None):
+        heads = want is not None and want.proposals is not None
+        self.spent += self.cost(np.asarray(tokens).size, heads)
+        self.steps += 1
+        self.head_steps += heads
+        return super().step(state, tokens, want)
+
+
+def heads_are_dear(token_rows: int, heads: bool) -> float:
+    """This machine at batch 1 (bench/README.md): every position costs, heads ~+60 %."""
+    return 1.0 + 0.3 * token_rows + (0.6 if heads else 0.0)
+
+
+def heads_are_cheap(token_rows: int, heads: bool) -> float:
+    """A core where a block costs little more than one position."""
+    return 1.0 + 0.03 * token_rows + (0.1 if heads else 0.0)
+
+
+class Junk(Charged):
+    """Heads that are always wrong."""
+
+    def block(self, src, prefix):
+        return [5 + (len(prefix) * 7 + i) % (V - 5) for i in range(self.proposal_heads)]
+
+
+def charged_runs(machine_class, cost, batch: int):
+    """Greedy and blockwise over the same sentences twice, one policy throughout (as a
+    Translator keeps one); the machines' counters cover the second pass only, after the
+    policy has learnt the costs and the heads (the first pass is checked for outputs)."""
+    sources = [s[:-1] * 3 + [EOS] for s in sources_for_tests(60, seed=70)]
+    greedy_machine, machine = machine_class(cost, heads=4, errors=0.0), machine_class(cost, heads=4, errors=0.0)
+    policy = SourceDraftLength(4, cost_model=cost)
+    for _ in range(2):
+        for m in (greedy_machine, machine):
+            m.spent, m.head_steps, m.steps = 0.0, 0, 0
+        expected, outs = [], []
+        for s in range(0, len(sources), batch):
+            expected += greedy(greedy_machine, sources[s:s + batch])[0]
+            outs += blockwise(machine, sources[s:s + batch], policy=policy)[0]
+        assert outs == expected
+    return expected, outs, greedy_machine, machine
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_heads_that_do_not_pay_are_switched_off(batch):
+    expected, outs, greedy_machine, machine = charged_runs(Junk, heads_are_dear, batch)
+    assert outs == expected
+    assert machine.head_steps <= 0.1 * machine.steps  # probes, and relearning after each
+    assert machine.spent <= 1.05 * greedy_machine.spent
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_heads_that_pay_draft_every_step(batch):
+    expected, outs, greedy_machine, machine = charged_runs(Charged, heads_are_cheap, batch)
+    assert outs == expected
+    assert machine.head_steps >= 0.95 * machine.steps
+    assert machine.spent <= 0.5 * greedy_machine.spent
+
+
+def test_heads_switched_off_come_back_when_they_start_to_pay():
+    """Probes keep measuring acceptance while the heads are off (here: junk heads, then
+    a model whose heads are right, under the same costs and the same policy)."""
+    sources = [s[:-1] * 3 + [EOS] for s in sources_for_tests(60, seed=71)]
+    expected = greedy(RuleCorrector(), sources)[0]
+    policy = SourceDraftLength(4, cost_model=heads_are_dear)
+
+    def head_share(machine) -> float:
+        machine.head_steps = machine.steps = 0
+        outs = [o for s in range(0, len(sources), 8) for o in blockwise(machine, sources[s:s + 8], policy=policy)[0]]
+        assert outs == expected
+        return machine.head_steps / machine.steps
+
+    junk = Junk(heads_are_dear, heads=4)
+    assert [head_share(junk) <= 0.05 for _ in range(2)][-1]
+    good = Charged(heads_are_dear, heads=4, errors=0.0)
+    shares = [head_share(good) for _ in range(10)]  # ~200 steps a pass; a probe every 128 plain steps
+    assert shares[-1] >= 0.9 and shares[0] < 0.9
 
 
 # ----------------------------------------------------------------------------- errors

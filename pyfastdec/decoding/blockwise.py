@@ -37,6 +37,20 @@ class _HeadDrafts:
         self.blocks: list[list[int]] = [[] for _ in range(rows)]  # none before the first step
         self.policy = policy
 
+    def plain_steps(self) -> int:
+        """How many plain greedy steps the loop should run now (0: a step that verifies
+        this iteration's drafts and runs the heads). Heads cost every step they run on
+        (K output-layer rows per row), so where drafting does not pay the policy switches
+        them off for a run of plain steps; without a policy they always run."""
+        steps = self.policy.plain_steps(len(self.blocks)) if self.policy is not None else 0
+        if steps:
+            self.blocks = [[] for _ in self.blocks]  # the heads' last blocks are stale after the run
+        return steps
+
+    def plain_ran(self, rows: int, steps: int, seconds: float) -> None:
+        if self.policy is not None:
+            self.policy.plain_ran(rows, steps, seconds)
+
     def propose(self, prefixes: list[list[int]]) -> list[list[int]]:
         if self.policy is None:
             return self.blocks
@@ -55,7 +69,7 @@ class _HeadDrafts:
             raise ValueError("blockwise: the backend's step returned no proposals for Want.proposals")
         self.blocks = out.proposals.tolist()
         if self.policy is not None:
-            self.policy.verified(width, accepted, lengths, seconds)
+            self.policy.verified(width, accepted, lengths, seconds, extra_work=True)
 
 
 def proposal_heads(backend: Backend) -> int:

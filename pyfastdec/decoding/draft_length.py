@@ -53,6 +53,7 @@ class _LinearCost:
         self.window = window
         self.n = self.sx = self.st = self.sxx = self.sxt = 0.0
         self.a = self.b = 0.0
+        self.sloped = False
 
     def add(self, x: float, seconds: float) -> None:
         self._accumulate(float(x), float(seconds), 1.0)
@@ -62,7 +63,8 @@ class _LinearCost:
         var = self.sxx - self.sx * self.sx / self.n
         cov = self.sxt - self.sx * self.st / self.n
         # relative threshold: sums of squares of equal x differ from 0 by rounding only
-        self.b = max(cov / var, 0.0) if var > 1e-9 * max(self.sxx, 1e-30) else 0.0
+        self.sloped = var > 1e-9 * max(self.sxx, 1e-30)  # points at two x or more: b is measured
+        self.b = max(cov / var, 0.0) if self.sloped else 0.0
         self.a = max((self.st - self.b * self.sx) / self.n, 0.0)
 
     def _accumulate(self, x: float, t: float, sign: float) -> None:
@@ -180,8 +182,15 @@ class FixedDraftLength:
     def call_ended(self) -> None:
         pass
 
+    def plain_steps(self, rows: int) -> int:
+        return 0  # a fixed path: drafts are always made
+
+    def plain_ran(self, rows: int, steps: int, seconds: float) -> None:
+        pass
+
     def drafted(self, tokens: int, seconds: float) -> None:
         pass
 
-    def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float) -> None:
+    def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float,
+                 extra_work: bool = False) -> None:
         pass

@@ -90,8 +90,9 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
                      stats: DecodeStats, proposals: bool = False) -> list[list[int]]:
     """Outputs (ids without BOS/EOS, input order); counters and times go into `stats`.
     The caller has already encoded with the draft source's model, if any, and times the
-    whole call (stats.total). proposals: ask every step for the verifier's heads' block at
-    the accepted position (needs accept_argmax: the backend accepts by argmax)."""
+    whole call (stats.total). proposals: ask the steps for the verifier's heads' block at
+    the accepted position (needs accept_argmax: the backend accepts by argmax); every step,
+    except during the runs of plain steps the source's plain_steps() asks for, if it has one."""
     outs: list[list[int]] = [[] for _ in src_ids]
     if not src_ids:
         return outs
@@ -105,7 +106,18 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
     live_ids = live.tolist()  # the same as Python ints: per-row loops index lists, not numpy
     pending = np.full(len(live), bos, dtype=np.int64)
     held = np.zeros(len(live), dtype=np.int64)  # positions in the state, BOS included
+    # A source may ask for runs of plain greedy steps where drafting does not pay
+    # (blockwise.py: its heads cost every step they run on); they run in a tight loop.
+    plain_steps = getattr(source, "plain_steps", None)
     while live_ids:
+        steps = plain_steps() if plain_steps is not None else 0
+        if steps:
+            started, rows, before = time.perf_counter(), len(live_ids), stats.iterations
+            state, live, pending, held = _plain_steps(verifier, state, steps, live, pending, held, outs, limits,
+                                                      eos, want, stats, source)
+            live_ids = live.tolist()
+            source.plain_ran(rows, stats.iterations - before, time.perf_counter() - started)
+            continue
         drafts, longest = [], 0
         for i, d in zip(live_ids, source.propose([outs[i] for i in live_ids])):
             if len(d):
@@ -172,6 +184,39 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
                 state = verifier.truncate(state, held)
     stats.hit_max_len.sort()
     return outs
+
+
+def _plain_steps(verifier, state, steps, live, pending, held, outs, limits, eos, want, stats, source):
+    """Up to `steps` greedy steps of every live row (greedy.py's loop: no drafts, no
+    acceptance, no roll-back); rows leave at EOS or their limit as in the main loop.
+    Returns the new (state, live, pending, held)."""
+    for _ in range(steps):
+        with stats.timing("verifier"):
+            out = verifier.step(state, pending.reshape(-1, 1), want)
+        nxt = (out.argmax if out.argmax is not None else out.topk_ids[:, :, 0])[:, 0]
+        stats.iterations += 1
+        stats.row_steps += len(live)
+        stats.generated += len(live)
+        keep = []
+        for r, (i, token) in enumerate(zip(live.tolist(), nxt.tolist())):
+            if token == eos:
+                continue
+            outs[i].append(token)
+            if len(outs[i]) >= limits[i]:
+                stats.hit_max_len.append(i)
+            else:
+                keep.append(r)
+        held = held + 1
+        pending = nxt
+        if len(keep) < len(live):
+            rows = np.asarray(keep, dtype=np.int64)
+            live, held, pending = live[rows], held[rows], pending[rows]
+            if not keep:
+                break
+            with stats.timing("verifier"):
+                state = verifier.select(state, rows)
+            source.keep(rows)
+    return state, live, pending, held
 
 
 def _cut(draft, eos: int, budget: int) -> list[int]:

@@ -19,7 +19,8 @@ as much as a real position), and k = 0 is a plain greedy step. Two differences f
   `revisit` plain steps in a row it verifies one drafted token, which costs little and
   lets it find its way back when the text becomes copyable again.
 Costs are whole iterations (from one proposal to the next: the step, acceptance, roll-back
-and the loop's Python), fitted separately for plain steps and for verifications, because
+and the loop's Python), fitted per live batch size (CostsByRows), and separately for
+plain steps and for verifications, because
 a verification pays a fixed roll-back and acceptance overhead that a plain step does not;
 at batch 1 that overhead is what decides whether a one-token draft pays. `cost_model`
 replaces the measured times with a function (token rows, drafted?) -> seconds, for tests
@@ -46,19 +47,31 @@ class SourceDraftLength(AdaptiveDraftLength):
     # long where verifying is cheap, and a model that rewrites its input shows it within
     # a few iterations.
     PROBES = (0, 1, 2)
+    # Acceptance counts fade by `decay` per verification and per this many plain steps:
+    # slower while the heads are off, so a few probes that failed keep them off, but within
+    # a few hundred steps, so they come back when the text changes.
+    PLAIN_STEPS_PER_FADE = 16
+    # Plain-step cost: measured in runs of PLAIN_MEASURE steps, at least MIN_PLAIN_POINTS
+    # runs per batch size before it is trusted.
+    PLAIN_MEASURE, MIN_PLAIN_POINTS = 2, 3
     PRIOR, PRIOR_ROWS = 0.8, 2.0
 
     def __init__(self, k_max: int, window: int = 64, decay: float = 0.98, revisit: int = 16,
-                 cost_model: Optional[Callable[[int, bool], float]] = None):
+                 cost_model: Optional[Callable[[int, bool], float]] = None, probe_every: int = 128):
         if not 0.0 < decay <= 1.0:
             raise ValueError(f"decay must be in (0, 1], got {decay}")
         super().__init__(k_max, window=window)
-        self.decay, self.revisit, self.cost_model = decay, revisit, cost_model
-        self.plain_cost = _LinearCost(window)  # iterations without a draft
-        self._iteration: Optional[tuple[float, int, bool]] = None  # (start, token rows, drafted)
+        self.decay, self.revisit, self.cost_model, self.probe_every = decay, revisit, cost_model, probe_every
+        self.plain_costs = CostsByRows(window, sloped=False)  # iterations without a draft
+        self.verify_costs = CostsByRows(window, sloped=True)  # iterations that made or verified drafts
+        self._iteration: Optional[tuple[float, int, int, bool]] = None  # (start, rows, width, drafted)
         self.reached = self.reached.astype(np.float64)  # decayed counts
         self.kept = self.kept.astype(np.float64)
         self._plain_in_a_row = 0
+        self._probe_due = 0  # plain_steps: steps with drafts still due (a probe)
+        self._plain_since_probe = 0
+        self._drafted_since_plain = 0
+        self._probing = False  # the next choice verifies at least one drafted token
         self._tabulate()
 
     # ---- iteration timing
@@ -66,10 +79,10 @@ class SourceDraftLength(AdaptiveDraftLength):
         """A new iteration begins: the previous one (if any, of this call) is timed."""
         now = time.perf_counter()
         if self._iteration is not None:
-            start, token_rows, drafted = self._iteration
-            seconds = self.cost_model(token_rows, drafted) if self.cost_model else now - start
-            (self.verifier_cost if drafted else self.plain_cost).add(token_rows, seconds)
-        self._iteration = (now, 0, False)
+            start, rows, width, drafted = self._iteration
+            seconds = self.cost_model(rows * width, drafted) if self.cost_model else now - start
+            (self.verify_costs if drafted else self.plain_costs).add(rows, rows * width, seconds)
+        self._iteration = (now, 0, 1, False)
 
     def call_ended(self) -> None:
         """The decoding call is over: its last iteration is not timed (nothing follows it
@@ -77,8 +90,11 @@ class SourceDraftLength(AdaptiveDraftLength):
         self._iteration = None
 
     def _plain_seconds(self, rows: int) -> float:
-        fit = self.plain_cost if self.plain_cost.points else self.verifier_cost
-        return max(fit.predict(rows), 1e-12)
+        costs = self.plain_costs if self.plain_costs.fits else self.verify_costs
+        return max(costs.predict(rows, rows), 1e-12)
+
+    def _verify_seconds(self, rows: int, width: int) -> float:
+        return max(self.verify_costs.predict(rows, rows * width), 1e-12)
 
     # ---- decisions
     def choose_lengths(self, lengths: list[int]) -> int:
@@ -87,11 +103,14 @@ class SourceDraftLength(AdaptiveDraftLength):
         longest = max(lengths)
         if self.calls < len(self.PROBES):
             k = self.PROBES[self.calls]
+        elif self._probing:  # after a run of plain steps: every drafted token, to learn them all
+            k = self.k_max
         elif self._plain_in_a_row >= self.revisit:
             k = 1
         else:
             k = self._best(lengths, longest)
         self._plain_in_a_row = self._plain_in_a_row + 1 if k == 0 else 0
+        self._probing = False
         self.calls += 1
         self.chosen.append(k)
         if len(self.chosen) > 2 * self.KEEP_CHOSEN:
@@ -105,20 +124,64 @@ class SourceDraftLength(AdaptiveDraftLength):
         for k in self.candidates:
             width_k = min(k, longest)
             gain = plain + sum(expected[min(n, width_k)] for n in drafting)
-            rate = gain / max(self.verifier_cost.predict(rows * (1 + width_k)), 1e-12)
+            rate = gain / self._verify_seconds(rows, 1 + width_k)
             if rate > best_rate:
                 best_k, best_rate = k, rate
             if k >= longest:
                 break  # larger caps verify the same drafts
         return best_k
 
-    def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float) -> None:
+    def plain_steps(self, rows: int) -> int:
+        """For drafts that cost work even when none is verified (blockwise's heads): 0 to
+        make and verify drafts on the next step, else how many plain greedy steps to run
+        (without drafts) before asking again. Drafts are made while probing and while the
+        best verification rate beats a plain step's (both fitted on whole iterations);
+        every `probe_every` plain steps, for two steps (one makes drafts, the next
+        verifies them), so acceptance keeps being measured; and every `probe_every`
+        steps with drafts, a short run of plain steps, so their cost does too (one bad
+        measurement must not settle the choice for good)."""
+        if self.calls < len(self.PROBES):
+            return 0
+        if self.plain_costs.points(rows) < self.MIN_PLAIN_POINTS:
+            return self.PLAIN_MEASURE  # measure plain steps at this batch size
+        if not self.verify_costs.has(rows):
+            return 0  # ... and one with drafts
+        if self._probe_due:
+            self._probe_due -= 1
+            return 0
+        if self._plain_since_probe >= self.probe_every:
+            self._plain_since_probe, self._probe_due, self._probing = 0, 1, True
+            return 0
+        plain = rows / self._plain_seconds(rows)
+        if any(rows * self._expected[k] / self._verify_seconds(rows, 1 + k) > plain for k in self.candidates):
+            self._drafted_since_plain += 1
+            if self._drafted_since_plain < self.probe_every:
+                return 0
+            self._drafted_since_plain = 0
+            return self.PLAIN_MEASURE
+        return self.probe_every - self._plain_since_probe
+
+    def plain_ran(self, rows: int, steps: int, seconds: float) -> None:
+        """A run of plain steps (plain_steps) took `seconds` for `steps` steps of (at first)
+        `rows` rows; the iteration being timed, if any, is dropped (the run interrupted it)."""
+        self._plain_since_probe += steps
+        if steps:  # acceptance memory fades with steps, drafted or not (it follows the text)
+            fade = self.decay ** (steps / self.PLAIN_STEPS_PER_FADE)
+            self.reached *= fade
+            self.kept *= fade
+            self._tabulate()
+            self.plain_costs.add(rows, rows, self.cost_model(rows, False) if self.cost_model else seconds / steps)
+        self._iteration = None
+
+    def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float,
+                 extra_work: bool = False) -> None:
         """The acceptance counts of AdaptiveDraftLength.verified, decayed, and without a
         Python loop over positions (IAD drafts are long: a loop of 100 positions per
         iteration would cost more than the step at batch 1). `seconds` (the step alone)
-        is not used: iterations are timed whole (iteration_started)."""
-        if self._iteration is not None:
-            self._iteration = (self._iteration[0], len(accepted) * width, width > 1)
+        is not used: iterations are timed whole (iteration_started); an iteration that
+        made drafts (extra_work) is costed with the verifications, even at width 1."""
+        if self._iteration is not None:  # extra_work: drafts were made (costed) though none was verified
+            self._iteration = (self._iteration[0], len(accepted), width, width > 1 or extra_work)
         if width == 1:
             return
         accepted = np.asarray(accepted, dtype=np.int64)
@@ -136,6 +199,40 @@ class SourceDraftLength(AdaptiveDraftLength):
     def _tabulate(self) -> None:
         p = (self.kept + self.PRIOR * self.PRIOR_ROWS) / (self.reached + self.PRIOR_ROWS)
         self._expected = [1.0] + (1.0 + np.cumsum(np.cumprod(p))).tolist()
+
+
+class CostsByRows:
+    """Cost fits t = a + b * token rows, one per live batch size: across batch sizes a
+    step's time is far from linear in token rows (at batch 1 a call's fixed overhead
+    dominates, at 32 the work per row), and a policy lives across batches and through
+    batches whose rows finish one by one. A batch size is trusted once it has `trust`
+    points (and, with `sloped`, points at two widths or more, so its slope is measured);
+    until then predictions come from one fit over every batch size, as a whole."""
+
+    def __init__(self, window: int, sloped: bool, trust: int = 3):
+        self.window, self.sloped, self.trust = window, sloped, trust
+        self.fits: dict[int, _LinearCost] = {}
+        self.all = _LinearCost(window)
+
+    def add(self, rows: int, token_rows: int, seconds: float) -> None:
+        fit = self.fits.get(rows)
+        if fit is None:
+            fit = self.fits[rows] = _LinearCost(self.window)
+        fit.add(token_rows, seconds)
+        self.all.add(token_rows, seconds)
+
+    def has(self, rows: int) -> bool:
+        return rows in self.fits
+
+    def points(self, rows: int) -> int:
+        fit = self.fits.get(rows)
+        return 0 if fit is None else len(fit.points)
+
+    def predict(self, rows: int, token_rows: int) -> float:
+        fit = self.fits.get(rows)
+        if fit is not None and len(fit.points) >= self.trust and (fit.sloped or not self.sloped):
+            return fit.predict(token_rows)
+        return self.all.predict(token_rows)
 
 
 def _rows_beyond(counts: np.ndarray, size: int) -> np.ndarray:
