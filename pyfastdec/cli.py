@@ -516,9 +516,10 @@ def warn(message: str) -> None:
     print(f"{PROG}: warning: {message}", file=sys.stderr, flush=True)
 
 
-def print_stats(stats: DecodeStats, sentences: int, seconds: float) -> None:
+def print_stats(stats: DecodeStats, lines: int, seconds: float) -> None:
+    """Counts input lines (each may hold several sentences, decoded one by one)."""
     seconds = max(seconds, 1e-9)
-    print(f"{PROG}: {sentences} sentences in {seconds:.2f} s: {sentences / seconds:.1f} sentences/s, "
+    print(f"{PROG}: {lines} lines in {seconds:.2f} s: {lines / seconds:.1f} lines/s, "
           f"{stats.generated / seconds:.1f} tokens/s ({stats.generated} output tokens, EOS included); "
           f"mean accepted tokens per iteration {stats.mean_accepted:.2f} "
           f"(output tokens per iteration {stats.mean_tokens:.2f}, {stats.iterations} iterations)",

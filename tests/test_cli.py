@@ -72,7 +72,7 @@ def test_stdin_to_stdout_default_algo_with_stats(models, translator, monkeypatch
     assert cli.main(["translate", *model_args(models, drafter=True), "--stats"]) == 0
     out, err = capsys.readouterr()
     assert out == expected(translator, LINES)
-    assert re.search(r"9 sentences in .* s: [\d.]+ sentences/s, [\d.]+ tokens/s .*mean accepted tokens per "
+    assert re.search(r"9 lines in .* s: [\d.]+ lines/s, [\d.]+ tokens/s .*mean accepted tokens per "
                      r"iteration [\d.]+", err)
 
 
@@ -167,7 +167,7 @@ def test_correct_runs_iad(models, translator, tmp_path, capsys):
     assert cli.main(["correct", "-m", str(models["verifier"]), "--threads", "1", "--compute-type", "float32",
                      "-i", str(src), "--stats"]) == 0
     out, err = capsys.readouterr()
-    assert out == expected(translator, LINES) and "sentences/s" in err
+    assert out == expected(translator, LINES) and "lines/s" in err
 
 
 def test_progress_bar_on_request(models, tmp_path, capsys):
@@ -211,7 +211,7 @@ def test_subprocess_workers_give_the_same_output(models, tmp_path, capsys):
                    "--workers", "2", "--batch-size", "4", "--stats"], tmp_path)
     assert two.returncode == 0, two.stderr.decode()
     assert two.stdout == one and one.count(b"\n") == 50
-    assert b"50 sentences in" in two.stderr
+    assert b"50 lines in" in two.stderr
 
 
 def test_subprocess_broken_pipe_exits_quietly(models, tmp_path):
