@@ -753,6 +753,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
+    except MemoryError as err:  # the engine's std::bad_alloc, or Python's own
+        print(f"{PROG}: error: out of memory ({err or 'allocation failed'}); try a smaller --batch-size "
+              f"or fewer --threads/--workers", file=sys.stderr, flush=True)
+        return EXIT_ERROR
+    except RuntimeError as err:  # the engine's own errors (e.g. threads that cannot start) say what to do
+        print(f"{PROG}: error: {err}", file=sys.stderr, flush=True)
+        return EXIT_ERROR
     except BrokenPipeError:
         _stdout_to_devnull()
         return EXIT_ERROR
