@@ -41,12 +41,12 @@ import torch
 import torch.nn.functional as F
 
 from pyfastdec.model_dir import CONFIG_FILE, WEIGHTS_FILE, load_config_json
+from pyfastdec.text import Tokenizer, clean_text, sentence_units
 
 from .data import read_lines
 from .decode import pad_batch
 from .distill import complete_lines
 from .rehash import dump_config, rehash
-from .vocab import load_vocab
 from .writer import quantize_weight, read_model_dir
 
 STAGE_KEYS = ("model", "sources", "limit", "shortlist")  # what greedy.txt and states.f16 depend on
@@ -54,10 +54,14 @@ STAGE_KEYS = ("model", "sources", "limit", "shortlist")  # what greedy.txt and s
 
 # ----------------------------------------------------------------------------- 1. greedy outputs
 def source_ids(sources: Path, spm_file: Path, eos: int, max_source_len: int, limit: int | None) -> list[list[int]]:
-    """Sentencepiece ids + EOS of the first `limit` lines, cut to the model's max_source_len."""
+    """Sentencepiece ids + EOS of the sentences of the first `limit` lines, as the API
+    decodes them (pyfastdec.text: control characters cleaned, one unit per sentence, a
+    sentence longer than max_source_len cut between words), so the heads learn the
+    states the Translator produces."""
     lines = read_lines(sources)[:limit] if limit else read_lines(sources)
-    sp = load_vocab(spm_file)
-    return [sp.encode(line)[:max_source_len - 1] + [eos] for line in lines]
+    tokenizer = Tokenizer(spm_file)
+    return [unit + [eos] for line in lines
+            for sentence in sentence_units(clean_text(line), tokenizer, max_source_len - 1) for unit in sentence]
 
 
 def decode_greedy(model_dir: Path, src: list[list[int]], out: Path, shortlist: bool, threads: int,
@@ -148,6 +152,10 @@ def train(model, states: np.ndarray, target: np.ndarray, train_rows: np.ndarray,
     step = 0
     if ckpt.exists():
         saved = torch.load(ckpt, weights_only=True)
+        shape = {"heads": model.cfg.heads[0], "hidden": model.cfg.heads[1], "lr": lr, "batch": batch, "seed": seed}
+        before = saved.get("settings", shape)
+        if before != shape:  # resuming another training would mix two runs
+            raise ValueError(f"{ckpt}: trained with {before}, this run asks for {shape} (use another --run)")
         model.heads.load_state_dict(saved["heads"])
         opt.load_state_dict(saved["optim"])
         step = saved["step"]
@@ -167,7 +175,9 @@ def train(model, states: np.ndarray, target: np.ndarray, train_rows: np.ndarray,
         step += 1
         seen = 0.98 * seen + 0.02 * loss.item() if seen else loss.item()
         if step % save_every == 0 or step == steps:
-            torch.save({"step": step, "heads": model.heads.state_dict(), "optim": opt.state_dict()}, ckpt.with_suffix(".tmp"))
+            torch.save({"step": step, "heads": model.heads.state_dict(), "optim": opt.state_dict(),
+                        "settings": {"heads": model.cfg.heads[0], "hidden": model.cfg.heads[1], "lr": lr,
+                                     "batch": batch, "seed": seed}}, ckpt.with_suffix(".tmp"))
             os.replace(ckpt.with_suffix(".tmp"), ckpt)
             line = f"step {step} loss {seen:.4f} ({time.time() - started:.0f} s)"
             with open(log, "a") as f:
@@ -319,7 +329,7 @@ def run(args) -> int:
 
     src = source_ids(args.sources, spm_file, model.eos, model.cfg.max_source_len, args.limit or None)
     if len(src) <= args.held_out:
-        raise ValueError(f"{args.sources}: {len(src)} sources, need more than --held-out {args.held_out}")
+        raise ValueError(f"{args.sources}: {len(src)} sources (sentences), need more than --held-out {args.held_out}")
     outs = decode_greedy(args.model_dir, src, run_dir / "greedy.txt", shortlist, args.threads, batch=64)
     states_model = read_model_dir(args.model_dir, simulate_int8=int8)[0]  # the activations the engine sees
     states = cache_states(states_model, src, outs, run_dir / "states.f16", batch=64)

@@ -290,8 +290,7 @@ class Translator:
         meant for a correction model, whose output mostly copies its input. Sentence by
         sentence, as translate: the shipped uk-gec, given whole lines of 2-6 UA-GEC test
         sentences, returned 736 of 946 sentences (every sentence, split first)."""
-        return self.translate(texts, algo=self.strategy.algo if self._role == "correct" else "iad",
-                              batch_size=batch_size, return_stats=return_stats)
+        return self.translate(texts, algo="iad", batch_size=batch_size, return_stats=return_stats)
 
     # ---- internals
     def _check_options(self, algo, beam_size, batch_size, n_best, block, beta, tau) -> None:
@@ -386,7 +385,7 @@ class Translator:
                 self._iad_policy = SourceDraftLength(self.max_source_len)
             outs, stats = iad(self.verifier, src, policy=self._iad_policy)
         elif algo == "blockwise":
-            if self._heads_policy is None:  # as IAD's: proposals cost nothing to make
+            if self._heads_policy is None:  # one for the Translator's lifetime: costs are learnt once
                 self._heads_policy = SourceDraftLength(self.verifier.proposal_heads)
             outs, stats = blockwise(self.verifier, src, policy=self._heads_policy)
         elif algo == "gad":

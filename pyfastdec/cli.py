@@ -195,7 +195,7 @@ def _add_algo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block", type=bounded_int(MAX_BLOCK, "longer drafts cost memory and are rarely accepted"),
                    metavar="K", help=f"GAD/GAD++: tokens drafted per iteration (default: the drafter's "
                                      f"block_size; at most {MAX_BLOCK})")
-    p.add_argument("--beta", type=bounded_int(MAX_BETA, f"the engine's top-k limit"), metavar="B",
+    p.add_argument("--beta", type=bounded_int(MAX_BETA, "the engine's top-k limit"), metavar="B",
                    help=f"GAD++: accept a drafted token within the verifier's top-B (default 1; paper: 3; "
                         f"at most {MAX_BETA})")
     p.add_argument("--tau", type=non_negative_float, metavar="T",
@@ -640,9 +640,9 @@ def model_summary(path: str) -> list[str]:
         f"{heads(c.decoder_layers)}; ffn enc {ffns(c.encoder_layers)} dec {ffns(c.decoder_layers)})",
         f"  vocab: {c.vocab_size} ({md.spm_path.name})",
         f"  max_source_len: {c.max_source_len}",
-        f"  quantization: " + (f"{q.weights} weights ({q.weight_scale}), {q.activations} activations" if q
+        "  quantization: " + (f"{q.weights} weights ({q.weight_scale}), {q.activations} activations" if q
                                else "none (float32)"),
-        f"  shortlist: " + (f"present ({SHORTLIST_FILE}, {shortlist.stat().st_size} bytes)" if shortlist.is_file()
+        "  shortlist: " + (f"present ({SHORTLIST_FILE}, {shortlist.stat().st_size} bytes)" if shortlist.is_file()
                             else "none"),
         f"  parameters: {params}",
     ]

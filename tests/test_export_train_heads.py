@@ -100,5 +100,7 @@ def test_bad_invocations_fail_in_one_line(dirs, tmp_path, capsys):
     run = made["float32"].with_name(made["float32"].name + ".run")
     assert "run.json: field 'limit' is 0, this run has 100" in fails("--run", str(run), "--out", str(tmp_path / "o"),
                                                                      "--limit", "100")
-    assert "600 sources, need more than --held-out 600" in fails("--out", str(tmp_path / "o"), "--held-out", "600")
+    assert "(use another --run)" in fails("--run", str(run), "--out", str(tmp_path / "o2"), "--hidden", "8",
+                                          "--save-every", "100")
+    assert "632 sources (sentences), need more than --held-out 100000" in fails("--out", str(tmp_path / "o"), "--held-out", "100000")
     assert "none.txt: file not found" in fails("--sources", str(tmp_path / "none.txt"), "--out", str(tmp_path / "o"))

@@ -37,7 +37,8 @@ before them (draft_verify.accept_argmax), and runs the heads at position j[b] on
 So one step verifies the previous block and proposes the next one; the caller keeps
 BOS .. pending d1..dj (truncate to lengths + 1 + j) and feeds [argmax[j], proposals..].
 Lengths of 0 (e.g. the first step, tokens [[BOS]]) give the block after the first token.
-A backend whose model has no heads raises ValueError naming the model directory.
+A backend whose model has no heads (`proposal_heads == 0`, also a backend that cannot run
+heads a config declares, such as onnx) raises ValueError naming the model directory.
 """
 from __future__ import annotations
 

@@ -75,6 +75,7 @@ class OnnxBackend:
         ort = _import_onnxruntime()
         self._ort = ort
         onnx_dir = Path(onnx_dir)
+        self.path = onnx_dir
         cfg_file = onnx_dir / CONFIG_FILE
         # The exported directory's config.json and spm.model are copies of the model
         # directory's: validated as ModelDir.load validates them (their checksums
@@ -150,8 +151,8 @@ class OnnxBackend:
 
     def step(self, state: OnnxState, tokens: np.ndarray, want: Want = Want()) -> StepOut:
         if want.proposals is not None:
-            raise ValueError("step: proposals (Want.proposals) are not supported by the onnx backend: its graphs "
-                             "hold no proposal heads; use the native or torch backend")
+            raise ValueError(f"{self.path}: step: proposals (Want.proposals) are not supported by the onnx "
+                             f"backend: its graphs hold no proposal heads; use the native or torch backend")
         tokens = np.asarray(tokens)
         rows = state.lengths.shape[0]
         if tokens.ndim != 2 or tokens.shape[0] != rows:

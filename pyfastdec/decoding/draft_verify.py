@@ -47,6 +47,13 @@ class DraftSource(Protocol):
         step's output (rows in the order of the live rows before `keep`; its `proposals`
         are the next drafts of a source that drafts from the verifier's heads)."""
 
+    # Optional (looked up once per call): a source whose drafts cost work even when none
+    # is verified (blockwise's heads) may ask for runs of plain greedy steps.
+    #   plain_steps() -> int: 0, or how many plain steps to run now (no drafts, no
+    #       verified() calls; rows that finish leave through keep() as usual); a source
+    #       returning > 0 must drop the drafts it holds, which the run makes stale.
+    #   plain_ran(rows, steps, seconds): what the run took (rows at its start).
+
 
 # An acceptance rule: (step output [rows, w], drafts [rows, w-1] padded, draft lengths [rows])
 # -> (number of accepted draft tokens j [rows], the verifier's token after them [rows]).

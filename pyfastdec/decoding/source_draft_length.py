@@ -1,5 +1,5 @@
-"""How much of IAD's source draft to verify per iteration, chosen from measured costs
-(lossless either way).
+"""How much of a free-to-propose draft to verify per iteration, chosen from measured
+costs (lossless either way): IAD's source draft, and blockwise's proposal heads.
 
 IAD's draft is the source after the re-entry point: free to make, but as long as the
 rest of the sentence. On text the model copies, verifying it whole is what makes IAD
@@ -25,6 +25,13 @@ a verification pays a fixed roll-back and acceptance overhead that a plain step 
 at batch 1 that overhead is what decides whether a one-token draft pays. `cost_model`
 replaces the measured times with a function (token rows, drafted?) -> seconds, for tests
 and simulations that must not depend on the machine.
+
+Blockwise (decoding/blockwise.py) uses the same policy with k_max = its K heads, plus
+plain_steps(): the heads cost work on every step they run on, so where no verification
+beats a plain step the policy asks for runs of plain greedy steps (heads off), probes
+every `probe_every` plain steps with a full block, and, while drafting, re-measures plain
+steps every `probe_every` steps, so that one bad measurement cannot settle the choice.
+Acceptance counts also fade during plain runs (PLAIN_STEPS_PER_FADE).
 """
 from __future__ import annotations
 
@@ -37,8 +44,10 @@ from .draft_length import AdaptiveDraftLength, _LinearCost
 
 
 class SourceDraftLength(AdaptiveDraftLength):
-    """Draft-length policy for drafts that cost nothing to make (IAD). k_max: the
-    longest draft worth considering (the model's max_source_len)."""
+    """Draft-length policy for drafts that cost nothing to propose (IAD's source; the
+    blockwise heads' block). k_max: the longest draft worth considering (IAD: the model's
+    max_source_len; blockwise: K). Inherits AdaptiveDraftLength's acceptance counts and
+    candidates; its own cost fits (per batch size) replace GAD's drafter/verifier fits."""
 
     # The first decisions measure a plain step and two short verifications (cheap even
     # where verifying costs the most); then the fits decide. Until acceptance is seen, a
