@@ -427,11 +427,12 @@ def test_writer_round_trip_int8(spm, tmp_path):
     assert NativeBackend(path, threads=1).proposal_heads == K
 
 
-def test_engine_refuses_unequal_fc1_scales(spm, tmp_path):
+def test_unequal_fc1_scales_are_refused_naming_the_field(spm, tmp_path):
+    """The heads' fc1 run as one int8 GEMM over one input: one multiplier for all."""
     model = with_heads(tiny_model(seed=3))
     pairs = [(s[:-1], translate(s)) for s in task_sources(16, seed=5)]
     scales = calibrate(model, pairs)
     scales["heads.1.fc1"] *= 2
-    path = write_model_dir(model, spm, tmp_path / "q", act_scales=scales, int8=True)
-    with pytest.raises(ValueError, match="'heads.1.fc1' differs from 'heads.0.fc1'"):
-        NativeBackend(path, threads=1)
+    with pytest.raises(ModelDirError, match=r"config.json: quantization.activation_scales.heads.1.fc1: \S+ differs "
+                                            r"from heads.0.fc1's"):
+        write_model_dir(model, spm, tmp_path / "q", act_scales=scales, int8=True)
