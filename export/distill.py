@@ -46,6 +46,18 @@ def load_teacher(path: Path):
         return model, load_vocab(spm_file)
 
 
+def by_length(decode_batch, ids: list[list[int]], batch: int) -> list[list[int]]:
+    """decode_batch (a list of sources -> their outputs) over batches of sources of
+    similar length (little padding), the outputs in input order."""
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    out: list[list[int]] = [[] for _ in ids]
+    for start in range(0, len(order), batch):
+        rows = order[start : start + batch]
+        for i, o in zip(rows, decode_batch([ids[i] for i in rows])):
+            out[i] = o
+    return out
+
+
 def native_translator(model_dir: Path, threads: int, beam: int, batch: int):
     """Beam search on the native engine (full vocabulary), batches of similar lengths."""
     from pyfastdec.backends.native import NativeBackend
@@ -53,17 +65,10 @@ def native_translator(model_dir: Path, threads: int, beam: int, batch: int):
 
     backend = NativeBackend(model_dir, threads=threads, shortlist=False)
 
-    def translate(ids: list[list[int]]) -> list[list[int]]:
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        out: list[list[int]] = [[] for _ in ids]
-        for start in range(0, len(order), batch):
-            rows = order[start : start + batch]
-            nbests, _ = native_beam(backend, [ids[i] for i in rows], beam_size=beam, nbest=1)
-            for i, nbest in zip(rows, nbests):
-                out[i] = nbest[0].tokens
-        return out
+    def best(sources: list[list[int]]) -> list[list[int]]:
+        return [nbest[0].tokens for nbest in native_beam(backend, sources, beam_size=beam, nbest=1)[0]]
 
-    return translate
+    return lambda ids: by_length(best, ids, batch)
 
 
 def complete_lines(out: Path) -> int:

@@ -45,7 +45,7 @@ from pyfastdec.text import Tokenizer, clean_text, sentence_units
 
 from .data import read_lines
 from .decode import pad_batch
-from .distill import complete_lines
+from .distill import by_length, complete_lines
 from .rehash import dump_config, rehash
 from .writer import quantize_weight, read_model_dir
 
@@ -76,12 +76,7 @@ def decode_greedy(model_dir: Path, src: list[list[int]], out: Path, shortlist: b
         backend = NativeBackend(model_dir, threads=threads, shortlist=shortlist)
         while done < len(src):
             part = src[done:done + chunk]
-            order = sorted(range(len(part)), key=lambda i: len(part[i]))  # little padding per batch
-            outs: list[list[int]] = [[] for _ in part]
-            for s in range(0, len(order), batch):
-                rows = order[s:s + batch]
-                for i, o in zip(rows, greedy(backend, [part[i] for i in rows])[0]):
-                    outs[i] = o
+            outs = by_length(lambda sources: greedy(backend, sources)[0], part, batch)
             with open(out, "a", encoding="utf-8") as f:
                 f.write("".join(" ".join(map(str, o)) + "\n" for o in outs))
                 f.flush()

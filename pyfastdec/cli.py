@@ -43,7 +43,7 @@ try:
                                    merge_stats, packaged_model_path)
         from pyfastdec.decoding import DecodeStats
         from pyfastdec.default_strategy import StrategyChoice, default_strategy
-        from pyfastdec.model_dir import ModelDir, ModelDirError
+        from pyfastdec.model_dir import CONFIG_FILE, ModelDir, ModelDirError, read_config
         from pyfastdec.runtime import check_threads, cpu_info, default_threads
         from pyfastdec.size_limits import (ENGINE_MAX_TOPK, MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK,
                                            MAX_N_BEST, MAX_WORKERS)
@@ -661,7 +661,8 @@ def strategy_line(role: str, model: Optional[str], drafter: Optional[str]) -> st
 
 def _compute_type(model: str) -> str:
     """The compute type a directory runs without --compute-type, without the int8 warning."""
-    return "int8" if ModelDir.load(model).config.quantization is not None else "float32"
+    # config.json alone: the whole directory (weights hashed) is loaded once, by load_checked
+    return "int8" if read_config(Path(model) / CONFIG_FILE).quantization is not None else "float32"
 
 
 def run_info(args) -> int:

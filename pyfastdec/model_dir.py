@@ -281,6 +281,14 @@ def checksum_mismatch(where: Any, field: str, key: str, expected: str, actual: s
                          f"record the new content with python -m export.rehash DIR)")
 
 
+def check_content(data, path: Path, key: str, config: "ModelConfig", config_path: Any) -> None:
+    """The bytes of `path` against config.json checksum.<key>, when the config has one."""
+    if config.checksum is not None:
+        actual, expected = file_digest(data), config.checksum[key]
+        if actual != expected:
+            raise checksum_mismatch(path, "(content)", key, expected, actual, config_path)
+
+
 def parse_config(obj: Any, where: str = CONFIG_FILE) -> ModelConfig:
     """Validate a decoded config.json against export/FORMAT.md; `where` names it in errors."""
     r = _ConfigReader(where)
@@ -555,10 +563,7 @@ def check_spm(spm_path: Path, config: ModelConfig, config_path: Path) -> None:
     data = _read_bytes(spm_path)
     if sentencepiece is not None:  # a run-time dependency; absent only in minimal environments
         _check_spm_pieces(data, spm_path, config, config_path)
-    if config.checksum is not None:
-        actual, expected = file_digest(data), config.checksum[SPM_FILE]
-        if actual != expected:
-            raise checksum_mismatch(spm_path, "(content)", SPM_FILE, expected, actual, config_path)
+    check_content(data, spm_path, SPM_FILE, config, config_path)
 
 
 def _check_spm_pieces(data: bytes, spm_path: Path, config: ModelConfig, config_path: Path) -> None:
@@ -622,11 +627,8 @@ class ModelDir:
             header = safetensors_io.read_header(weights_path)
             check_tensors(header, config)
             mapping = safetensors_io.map_file(header)
-            if config.checksum is not None:
-                # Hashes the very mapping the tensors view, so what is checked is what runs.
-                actual, expected = file_digest(mapping), config.checksum[WEIGHTS_FILE]
-                if actual != expected:
-                    raise checksum_mismatch(weights_path, "(content)", WEIGHTS_FILE, expected, actual, config_path)
+            # Hashes the very mapping the tensors view, so what is checked is what runs.
+            check_content(mapping, weights_path, WEIGHTS_FILE, config, config_path)
             tensors = safetensors_io.map_tensors(header, mapping)
             check_values(tensors, weights_path)
         except ModelDirError:

@@ -29,7 +29,7 @@ from pyfastdec.backends.base import Backend, StepOut, Want
 
 from .draft_verify import accept_argmax, draft_and_verify
 from .result import DecodeStats
-from .source_draft_length import SourceDraftLength
+from .source_draft_length import SourceDraftLength, resolve_policy
 
 
 class _HeadDrafts:
@@ -95,10 +95,7 @@ def blockwise(backend: Backend, src_ids: list[list[int]], max_len: int | None = 
     SourceDraftLength's methods (e.g. draft_length.FixedDraftLength) fixes the path."""
     k = proposal_heads(backend)
     stats = DecodeStats(sentences=len(src_ids))
-    if isinstance(policy, str):
-        if policy != "auto":
-            raise ValueError(f"blockwise: policy must be 'auto', None or a SourceDraftLength, got {policy!r}")
-        policy = SourceDraftLength(k)
+    policy = resolve_policy(policy, k, "blockwise")
     if policy is not None and policy.k_max != k:
         raise ValueError(f"blockwise: the draft-length policy is for blocks of {policy.k_max}, the model has {k} heads")
     if not src_ids:

@@ -28,6 +28,19 @@ from typing import Protocol
 import numpy as np
 
 
+def draft_candidates(k_max: int) -> list[int]:
+    """The draft lengths a policy weighs besides 0: 1, 2, 4, ... up to k_max, and k_max."""
+    return sorted({min(2 ** i, k_max) for i in range(k_max.bit_length() + 1)} | {k_max})
+
+
+def remember(chosen: list[int], k: int, keep: int) -> None:
+    """Append a decision to a policy's log, keeping at least `keep` of the latest and at
+    most twice that (a Translator's policy lives for whole batch jobs)."""
+    chosen.append(k)
+    if len(chosen) > 2 * keep:
+        del chosen[:keep]
+
+
 class DraftLengthPolicy(Protocol):
     """What GAD asks of a draft-length policy (gad.py): k_max, the drafter's block;
     choose() before every iteration; drafted() and verified() report what happened."""
@@ -92,7 +105,7 @@ class AdaptiveDraftLength:
         if k_max < 1:
             raise ValueError(f"k_max must be >= 1, got {k_max}")
         if candidates is None:
-            candidates = sorted({min(2 ** i, k_max) for i in range(k_max.bit_length() + 1)} | {k_max})
+            candidates = draft_candidates(k_max)
         self.k_max, self.candidates = k_max, [k for k in candidates if 1 <= k <= k_max]
         self.drafter_cost, self.verifier_cost = _LinearCost(window), _LinearCost(window)
         self.reached = np.zeros(k_max, dtype=np.int64)   # rows whose position i was checked
@@ -110,9 +123,7 @@ class AdaptiveDraftLength:
         else:
             k = max([0] + self.candidates, key=lambda k: self.rate(k, rows, drafter_tokens))
         self.calls += 1
-        self.chosen.append(k)
-        if len(self.chosen) > 2 * self.KEEP_CHOSEN:  # a Translator lives for whole batch jobs
-            del self.chosen[:self.KEEP_CHOSEN]
+        remember(self.chosen, k, self.KEEP_CHOSEN)
         return k
 
     def expected_tokens(self, k: int) -> float:

@@ -180,12 +180,8 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
         if len(keep) < len(live_ids):
             if not keep:
                 break
-            rows = np.asarray(keep, dtype=np.int64)
-            live, held, pending = live[rows], held[rows], pending[rows]
+            state, live, held, pending = _keep_rows(verifier, state, source, stats, keep, live, held, pending)
             live_ids = live.tolist()
-            with stats.timing("verifier"):
-                state = verifier.select(state, rows)
-            source.keep(rows)
         if width > 1:
             with stats.timing("verifier"):
                 state = verifier.truncate(state, held)
@@ -216,14 +212,20 @@ def _plain_steps(verifier, state, steps, live, pending, held, outs, limits, eos,
         held = held + 1
         pending = nxt
         if len(keep) < len(live):
-            rows = np.asarray(keep, dtype=np.int64)
-            live, held, pending = live[rows], held[rows], pending[rows]
             if not keep:
-                break
-            with stats.timing("verifier"):
-                state = verifier.select(state, rows)
-            source.keep(rows)
+                return state, live[:0], pending[:0], held[:0]
+            state, live, held, pending = _keep_rows(verifier, state, source, stats, keep, live, held, pending)
     return state, live, pending, held
+
+
+def _keep_rows(verifier, state, source, stats, keep, live, held, pending):
+    """The verifier state, the draft source and the per-row arrays cut to the rows in
+    `keep` (indices into the live rows, in order): returns (state, live, held, pending)."""
+    rows = np.asarray(keep, dtype=np.int64)
+    with stats.timing("verifier"):
+        state = verifier.select(state, rows)
+    source.keep(rows)
+    return state, live[rows], held[rows], pending[rows]
 
 
 def _cut(draft, eos: int, budget: int) -> list[int]:

@@ -21,7 +21,7 @@ from pyfastdec.backends.base import Backend, Want
 
 from .draft_verify import accept_argmax, draft_and_verify
 from .result import DecodeStats
-from .source_draft_length import SourceDraftLength
+from .source_draft_length import SourceDraftLength, resolve_policy
 
 MAX_NGRAM = 3
 
@@ -81,11 +81,6 @@ class _SourceDrafts:
             self.policy.verified(width, accepted, lengths, seconds)
 
 
-def default_policy(src_ids: list[list[int]]) -> SourceDraftLength:
-    """A policy for drafts up to the longest source (EOS included)."""
-    return SourceDraftLength(max([len(s) for s in src_ids] + [1]))
-
-
 def iad(backend: Backend, src_ids: list[list[int]], max_len: int | None = None,
         policy: SourceDraftLength | None | str = "auto") -> tuple[list[list[int]], DecodeStats]:
     """IAD outputs (ids without BOS/EOS, input order; equal to greedy's) and statistics.
@@ -94,10 +89,8 @@ def iad(backend: Backend, src_ids: list[list[int]], max_len: int | None = None,
     SourceDraftLength across calls, as Translator does, so it learns the costs once);
     None verifies every draft whole (tests that count verifier calls)."""
     stats = DecodeStats(sentences=len(src_ids))
-    if isinstance(policy, str):
-        if policy != "auto":
-            raise ValueError(f"IAD: policy must be 'auto', None or a SourceDraftLength, got {policy!r}")
-        policy = default_policy(src_ids) if src_ids else None
+    # "auto": drafts up to the longest source (EOS included)
+    policy = resolve_policy(policy, max([len(s) for s in src_ids] + [1]), "IAD")
     with stats.total():
         source = _SourceDrafts(src_ids, backend.tokens["eos"], policy)
         try:

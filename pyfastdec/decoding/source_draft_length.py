@@ -35,19 +35,21 @@ Acceptance counts also fade during plain runs (PLAIN_STEPS_PER_FADE).
 """
 from __future__ import annotations
 
-import numpy as np
-
 import time
 from typing import Callable, Optional
 
-from .draft_length import AdaptiveDraftLength, _LinearCost
+import numpy as np
+
+from .draft_length import _LinearCost, draft_candidates, remember
 
 
-class SourceDraftLength(AdaptiveDraftLength):
+class SourceDraftLength:
     """Draft-length policy for drafts that cost nothing to propose (IAD's source; the
     blockwise heads' block). k_max: the longest draft worth considering (IAD: the model's
-    max_source_len; blockwise: K). Inherits AdaptiveDraftLength's acceptance counts and
-    candidates; its own cost fits (per batch size) replace GAD's drafter/verifier fits."""
+    max_source_len; blockwise: K). The same candidates and per-position acceptance as
+    GAD's AdaptiveDraftLength, with decayed counts and cost fits per batch size."""
+
+    KEEP_CHOSEN = 10_000  # decisions kept in `chosen` (at least this many, at most twice)
 
     # The first decisions measure a plain step and two short verifications (cheap even
     # where verifying costs the most); then the fits decide. Until acceptance is seen, a
@@ -67,20 +69,24 @@ class SourceDraftLength(AdaptiveDraftLength):
 
     def __init__(self, k_max: int, window: int = 64, decay: float = 0.98, revisit: int = 16,
                  cost_model: Optional[Callable[[int, bool], float]] = None, probe_every: int = 128):
+        if k_max < 1:
+            raise ValueError(f"k_max must be >= 1, got {k_max}")
         if not 0.0 < decay <= 1.0:
             raise ValueError(f"decay must be in (0, 1], got {decay}")
-        super().__init__(k_max, window=window)
+        self.k_max, self.candidates = k_max, draft_candidates(k_max)
+        self.calls = 0
+        self.chosen: list[int] = []  # recent decisions, for statistics and tests
         self.decay, self.revisit, self.cost_model, self.probe_every = decay, revisit, cost_model, probe_every
         self.plain_costs = CostsByRows(window, sloped=False)  # iterations without a draft
         self.verify_costs = CostsByRows(window, sloped=True)  # iterations that made or verified drafts
         self._iteration: Optional[tuple[float, int, int, bool]] = None  # (start, rows, width, drafted)
-        self.reached = self.reached.astype(np.float64)  # decayed counts
-        self.kept = self.kept.astype(np.float64)
+        self.reached = np.zeros(k_max)  # rows whose position i was checked (decayed counts)
+        self.kept = np.zeros(k_max)  # ... and whose token i was accepted
         self._plain_in_a_row = 0
         self._probe_due = 0  # plain_steps: steps with drafts still due (a probe)
         self._plain_since_probe = 0
         self._drafted_since_plain = 0
-        self._probing = False  # the next choice verifies at least one drafted token
+        self._probing = False  # the next choice verifies a full block (a probe after plain steps)
         self._tabulate()
 
     # ---- iteration timing
@@ -121,10 +127,13 @@ class SourceDraftLength(AdaptiveDraftLength):
         self._plain_in_a_row = self._plain_in_a_row + 1 if k == 0 else 0
         self._probing = False
         self.calls += 1
-        self.chosen.append(k)
-        if len(self.chosen) > 2 * self.KEEP_CHOSEN:
-            del self.chosen[:self.KEEP_CHOSEN]
+        remember(self.chosen, k, self.KEEP_CHOSEN)
         return k
+
+    def expected_tokens(self, k: int) -> float:
+        """Tokens a row gains from verifying a k-token draft: the accepted draft plus the
+        verifier's own token."""
+        return self._expected[k]
 
     def _best(self, lengths: list[int], longest: int) -> int:
         rows, expected, drafting = len(lengths), self._expected, [n for n in lengths if n]
@@ -208,6 +217,16 @@ class SourceDraftLength(AdaptiveDraftLength):
     def _tabulate(self) -> None:
         p = (self.kept + self.PRIOR * self.PRIOR_ROWS) / (self.reached + self.PRIOR_ROWS)
         self._expected = [1.0] + (1.0 + np.cumsum(np.cumprod(p))).tolist()
+
+
+def resolve_policy(policy, k_max: int, strategy: str):
+    """A strategy's `policy` argument: "auto" gives a new SourceDraftLength(k_max) for
+    this call; None or a policy object are used as given; another string is refused."""
+    if not isinstance(policy, str):
+        return policy
+    if policy != "auto":
+        raise ValueError(f"{strategy}: policy must be 'auto', None or a SourceDraftLength, got {policy!r}")
+    return SourceDraftLength(k_max)
 
 
 class CostsByRows:
