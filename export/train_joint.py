@@ -47,7 +47,6 @@ import shutil
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 

@@ -83,7 +83,7 @@ def test_a_run_stopped_and_resumed_writes_the_same_model(made, capsys):
 
 
 def test_bad_invocations_fail_in_one_line(made, tmp_path, capsys):
-    root, start, joint = made
+    root, start, _ = made
 
     def fails(*args) -> str:
         assert train_joint([str(start), "--threads", "1", *args]) == 1
