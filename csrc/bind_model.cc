@@ -135,7 +135,7 @@ class PyModel {
   }
 
   py::dict step(PyState& st, const py::handle& tokens_obj, bool argmax, int topk, const py::object& ids_obj,
-                bool logprobs, const py::object& proposals_obj) {
+                bool logprobs, const py::object& proposals_obj, int heads) {
     const char* fn = "step";
     check_owner(st, "state", fn);
     auto tokens = checked_array<int64_t>(tokens_obj, {fn, "tokens"}, {2});
@@ -181,8 +181,13 @@ class PyModel {
                                 std::to_string(draft_lengths.data()[b]) + " draft tokens, outside [0, " +
                                 std::to_string(n - 1) + "] (tokens[:, 1:] hold the drafts)");
       req.draft_lengths = draft_lengths.data();
+      if (heads < 0 || heads > K)
+        throw py::value_error("step: heads = " + std::to_string(heads) + ", outside [0, " + std::to_string(K) +
+                              "] (0: all " + std::to_string(K) + " proposal heads)");
+      req.heads = heads;
     }
-    py::array_t<int64_t> proposals({R, static_cast<py::ssize_t>(req.draft_lengths ? K : 0)});
+    const py::ssize_t H = req.draft_lengths ? (req.heads ? req.heads : K) : 0;
+    py::array_t<int64_t> proposals({R, H});
     py::array_t<int64_t> accepted(req.draft_lengths ? R : 0);
     py::dict out;
     StepOutputs o;
@@ -324,7 +329,7 @@ void bind_model(py::module_& m) {
       .def("start", &PyModel::start, py::arg("memory"))
       .def("step", &PyModel::step, py::arg("state"), py::arg("tokens"), py::kw_only(), py::arg("argmax") = true,
            py::arg("topk") = 0, py::arg("ids") = py::none(), py::arg("logprobs") = false,
-           py::arg("proposals") = py::none())
+           py::arg("proposals") = py::none(), py::arg("heads") = 0)
       .def("truncate", &PyModel::truncate, py::arg("state"), py::arg("lengths"))
       .def("select_state", &PyModel::select_state, py::arg("state"), py::arg("rows"))
       .def("select_memory", &PyModel::select_memory, py::arg("memory"), py::arg("rows"))

@@ -10,8 +10,8 @@ mask tokens, so its decoder's scales come from the inputs it sees at inference.
 
 Proposal heads (heads.{i}.fc1 / fc2) run on the final decoder state of every real
 (non-padding) target position: at inference they run at one accepted position per row,
-which may be any of them. Every head's fc1 reads the same state, so all get one
-multiplier, which the engine needs (it runs them as one int8 GEMM).
+which may be any of them. Every head's fc1 reads the same state, so all get the same
+multiplier (the engine runs each head on its own, so it would take different ones).
 """
 from __future__ import annotations
 

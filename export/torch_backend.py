@@ -86,7 +86,8 @@ class TorchBackend:
             # The heads read the final state at the accepted position j of each row only.
             j = accepted_prefix(out.argmax, tokens, lengths)
             s = h[torch.arange(rows), torch.from_numpy(j)]
-            out.proposals = self.model.proposal_logits(s).argmax(-1).numpy().astype(np.int64)
+            heads = want.heads or self.proposal_heads
+            out.proposals = self.model.proposal_logits(s)[:, :heads].argmax(-1).numpy().astype(np.int64)
             out.accepted = j
         return out
 

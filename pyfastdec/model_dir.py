@@ -222,12 +222,6 @@ def _parse_quantization(r: _ConfigReader, value: Any, linears: list[str]) -> Qua
             raise r.fail(f"{q}activation_scales.{name}", f"{_show(m)} (expected a finite number from "
                          f"{MIN_ACTIVATION_SCALE:g} to {MAX_ACTIVATION_SCALE:g}: m = 127 / max|input|)")
         checked[name] = float(m)
-    # The heads' fc1 read the same state and run as one int8 GEMM (csrc/layers/proposal_heads.cc).
-    first = checked.get("heads.0.fc1")
-    for name in (n for n in linears if n.startswith("heads.") and n.endswith(".fc1")):
-        if checked[name] != first:
-            raise r.fail(f"{q}activation_scales.{name}", f"{checked[name]:g} differs from heads.0.fc1's {first:g} "
-                         f"(expected one multiplier for every head's fc1: they read the same input)")
     calibration = value.get("calibration")
     if calibration is not None and not isinstance(calibration, dict):
         raise r.fail(f"{q}calibration", f"{_show(calibration)} (expected an object or null)")

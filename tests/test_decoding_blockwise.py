@@ -36,8 +36,12 @@ class Counting(HeadsCorrector):
         super().__init__(*args, **kw)
         self.widths: list[int] = []
 
+        self.heads: list[int] = []  # Want.heads of every step that asked for proposals
+
     def step(self, state, tokens, want=None):
         self.widths.append(np.asarray(tokens).shape[1])
+        if want is not None and want.proposals is not None:
+            self.heads.append(want.heads)
         return super().step(state, tokens, want)
 
 
@@ -141,6 +145,33 @@ def test_every_cap_on_the_block_gives_greedy():
                 for o in blockwise(HeadsCorrector(heads=4), sources[s:s + batch], policy=policy)[0]]
         assert outs == expected
     assert set(policy.chosen) == {0, 1, 2, 3, 4}
+
+
+def policy_inputs(policy) -> list[list[int]]:
+    """The block lengths blockwise gives policy.choose_lengths over one COPIED sentence."""
+    seen = []
+    choose = policy.choose_lengths
+    policy.choose_lengths = lambda lengths: seen.append(list(lengths)) or choose(lengths)
+    blockwise(Counting(heads=4, errors=0.0), [COPIED], policy=policy)
+    return seen
+
+
+def test_a_step_runs_as_many_heads_as_the_next_iteration_verifies():
+    """Heads cost work, so a step runs only the cap it verifies (at least one); the first
+    step (no block yet) runs all K. A cap that grows after a short block verifies the
+    short block, asks for the larger count, and verifies it whole on the next iteration."""
+    fake = Counting(heads=4, errors=0.0)
+    outs, _ = blockwise(fake, [COPIED], policy=FixedDraftLength(4, [1, 3, 3]))
+    assert outs == greedy(RuleCorrector(), [COPIED])[0]
+    # COPIED: 7 tokens + EOS. Step 1 [BOS] (all 4 heads); then caps 1, 3, 3
+    assert fake.heads == [0, 1, 3, 3]
+    assert fake.widths == [1, 2, 2, 4]  # cap 3 on a block of 1: width 2, then 3 + 1
+    # The policy weighs every row's block as whole (K), so a cap can grow again: were it
+    # given the short block's length, it could never choose more than that.
+    assert policy_inputs(FixedDraftLength(4, [1, 3, 3])) == [[4], [4], [4]]
+    fixed = Counting(heads=4, errors=0.0)
+    blockwise(fixed, [COPIED], policy=FixedDraftLength(4, [0]))
+    assert fixed.heads == [0] + [1] * (len(fixed.heads) - 1)  # cap 0: one head keeps acceptance measured
 
 
 def test_the_default_policy_gives_greedy_and_learns_across_calls():

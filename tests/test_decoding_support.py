@@ -205,7 +205,7 @@ class HeadsCorrector(RuleCorrector):
     the corrected target, head i proposes the target token i+1 places after y (7 past
     EOS), except that one head is wrong where mistake() says so (by default at about
     `errors` of the positions, from a hash of source and position); off the target every
-    head proposes junk. Want.proposals is implemented as base.py specifies, with j
+    head proposes junk. Want.proposals (and Want.heads) is implemented as base.py specifies, with j
     counted here (not with draft_verify's code), and asserts that the step's drafts fit
     it (lengths within the step, padding after them)."""
 
@@ -240,15 +240,17 @@ class HeadsCorrector(RuleCorrector):
         assert want.argmax, "Want.proposals needs argmax"
         assert lengths.dtype == np.int64 and lengths.shape == (tokens.shape[0],)
         assert ((lengths >= 0) & (lengths <= tokens.shape[1] - 1)).all(), "a draft longer than the step"
+        assert 0 <= want.heads <= self.proposal_heads
+        heads = want.heads or self.proposal_heads
         accepted = np.zeros(len(lengths), dtype=np.int64)
-        proposals = np.zeros((len(lengths), self.proposal_heads), dtype=np.int64)
+        proposals = np.zeros((len(lengths), heads), dtype=np.int64)
         for r, (src, held, n) in enumerate(zip(state["src"], state["held"], lengths.tolist())):
             assert (tokens[r, 1 + n:] == PAD).all(), "the step's padding after a row's draft"
             j = 0
             while j < n and tokens[r, 1 + j] == out.argmax[r, j]:
                 j += 1
             accepted[r] = j
-            proposals[r] = self.block(src, held[1:starts[r] + 1 + j])
+            proposals[r] = self.block(src, held[1:starts[r] + 1 + j])[:heads]
         out.accepted, out.proposals = accepted, proposals
         return out
 

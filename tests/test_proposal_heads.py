@@ -427,12 +427,58 @@ def test_writer_round_trip_int8(spm, tmp_path):
     assert NativeBackend(path, threads=1).proposal_heads == K
 
 
-def test_unequal_fc1_scales_are_refused_naming_the_field(spm, tmp_path):
-    """The heads' fc1 run as one int8 GEMM over one input: one multiplier for all."""
+def test_heads_run_each_on_its_own_scale(spm, tmp_path):
+    """Each head runs its own linears (a step may run only some), so their fc1 may have
+    different multipliers, as any two linears may: a directory whose head 1 has twice
+    the calibrated one loads, and only head 1's proposals can move."""
     model = with_heads(tiny_model(seed=3))
     pairs = [(s[:-1], translate(s)) for s in task_sources(16, seed=5)]
     scales = calibrate(model, pairs)
+    same = write_model_dir(model, spm, tmp_path / "same", act_scales=dict(scales), int8=True)
     scales["heads.1.fc1"] *= 2
-    with pytest.raises(ModelDirError, match=r"config.json: quantization.activation_scales.heads.1.fc1: \S+ differs "
-                                            r"from heads.0.fc1's"):
-        write_model_dir(model, spm, tmp_path / "q", act_scales=scales, int8=True)
+    other = write_model_dir(model, spm, tmp_path / "other", act_scales=scales, int8=True)
+    sources = task_sources(16, seed=90)
+    got = []
+    for path in (same, other):
+        backend = NativeBackend(path, threads=1, shortlist=False)
+        state = backend.start(backend.encode(sources))
+        got.append(backend.step(state, np.full((16, 1), BOS), Want(proposals=np.zeros(16, np.int64))).proposals)
+    np.testing.assert_array_equal(np.delete(got[0], 1, axis=1), np.delete(got[1], 1, axis=1))
+
+
+@pytest.mark.parametrize("kind", ["float32", "int8"])
+def test_a_step_runs_only_the_heads_asked_for(spm, tmp_path, kind):
+    """Want(heads=k): the first k heads' proposals, exactly those of a step that runs all
+    K (same state, same accepted position), for the engine and the torch reference."""
+    model = with_heads(tiny_verifier())
+    pairs = [(s[:-1], translate(s)) for s in task_sources(32, seed=5)]
+    path = write_model_dir(model, spm, tmp_path / kind, act_scales=calibrate(model, pairs) if kind == "int8" else None,
+                           int8=kind == "int8")
+    sources = task_sources(7, seed=41)
+    truths = greedy_truth(model, sources)
+    backends = [NativeBackend(path, threads=1, shortlist=False)] + ([TorchBackend(model)] if kind == "float32" else [])
+    for backend in backends:
+        state = backend.start(backend.encode(sources))
+        first = backend.step(state, np.full((7, 1), BOS), Want(proposals=np.zeros(7, np.int64)))
+        tokens = np.zeros((7, 4), dtype=np.int64)
+        tokens[:, 0] = first.argmax[:, 0]
+        lengths = np.array([n for n, _ in ROWS[:7]], dtype=np.int64).clip(max=3)
+        for r, (n, wrong) in enumerate(ROWS[:7]):
+            tokens[r, 1:] = drafts_for(truths[r][1:], 3, wrong)
+        held = state.lengths.copy()
+        outs = {}
+        for k in (0, 1, 2, K):
+            out = backend.step(state, tokens, Want(proposals=lengths, heads=k))
+            outs[k] = out
+            backend.truncate(state, held)
+        np.testing.assert_array_equal(outs[0].proposals, outs[K].proposals)
+        for k in (1, 2):
+            assert outs[k].proposals.shape == (7, k)
+            np.testing.assert_array_equal(outs[k].proposals, outs[K].proposals[:, :k])
+            np.testing.assert_array_equal(outs[k].accepted, outs[K].accepted)
+            np.testing.assert_array_equal(outs[k].argmax, outs[K].argmax)
+        assert len(set(outs[K].proposals[:, 1].tolist())) > 1  # non-degenerate heads
+        for bad in (-1, K + 1):
+            with pytest.raises(ValueError, match=rf"Want.heads = {bad}, outside \[0, {K}\]"):
+                backend.step(state, tokens, Want(proposals=lengths, heads=bad))
+        assert state.lengths.tolist() == held.tolist()  # refused before anything ran

@@ -332,7 +332,7 @@ void Model::step(DecoderState& state, const int32_t* tokens, int n, const StepRe
 
 void Model::propose(const int32_t* tokens, int n, const float* h, const std::vector<const MemoryRow*>& memory_of,
                     const StepRequest& request, const StepOutputs& outputs) {
-  const int d = cfg_.d_model, K = heads_.count();
+  const int d = cfg_.d_model, K = request.heads > 0 ? std::min(request.heads, heads_.count()) : heads_.count();
   const int R = static_cast<int>(memory_of.size()) / n;
   // The states at the accepted positions; x_ (which h points into) is left alone.
   h_.resize(static_cast<size_t>(R) * d);
@@ -346,7 +346,7 @@ void Model::propose(const int32_t* tokens, int n, const float* h, const std::vec
                 sizeof(float) * d);
   }
   y_.resize(static_cast<size_t>(K) * R * d);
-  heads_.forward(h_.data(), R, y_.data(), big_, att_, &pool_, &i8_scratch_);
+  heads_.forward(h_.data(), R, K, y_.data(), big_, &pool_, &i8_scratch_);
   // Head-major rows (i * R + b), each scored over its own row's shortlist.
   std::vector<const MemoryRow*> head_memory(static_cast<size_t>(K) * R);
   for (int i = 0; i < K; ++i)

@@ -29,6 +29,9 @@ struct StepRequest {
   // [rows]: draft tokens in each row (tokens[b, 1..len]); non-null asks for the heads'
   // proposals at the accepted position (needs argmax; see pyfastdec/backends/base.py).
   const int64_t* draft_lengths = nullptr;
+  // How many heads run (the first `heads`; 0: all). A caller that will verify only k
+  // proposals next asks for k: each head costs its two linears and an output-layer row.
+  int heads = 0;
 };
 struct StepOutputs {
   int64_t* argmax = nullptr;         // [rows, n]
@@ -36,7 +39,7 @@ struct StepOutputs {
   float* topk_logprobs = nullptr;    // [rows, n, topk]
   float* id_logprobs = nullptr;      // [rows, n]
   float* logprobs = nullptr;         // [rows, n, V]
-  int64_t* proposals = nullptr;      // [rows, proposal_heads]
+  int64_t* proposals = nullptr;      // [rows, heads run] (StepRequest::heads, or all)
   int64_t* accepted = nullptr;       // [rows]: j, the accepted draft tokens
 };
 

@@ -33,7 +33,8 @@ padding), finds j[b] = how many leading draft tokens equal the argmax of the pos
 before them (draft_verify.accept_argmax), and runs the heads at position j[b] only:
   StepOut.accepted  [rows]     j, the accepted draft length
   StepOut.proposals [rows, K]  the heads' tokens at position j, i.e. the K tokens after
-                               argmax[:, j] (the verifier's own token there)
+                               argmax[:, j] (the verifier's own token there); with
+                               Want(heads=k), only the first k heads run: [rows, k]
 So one step verifies the previous block and proposes the next one; the caller keeps
 BOS .. pending d1..dj (truncate to lengths + 1 + j) and feeds [argmax[j], proposals..].
 Lengths of 0 (e.g. the first step, tokens [[BOS]]) give the block after the first token.
@@ -63,6 +64,8 @@ class Want:
     logprobs: the full log-softmax over the vocabulary      -> StepOut.logprobs [rows, n, V]
     proposals: int64 array [rows]: draft tokens per row     -> StepOut.proposals [rows, K],
               (tokens[:, 1:1+proposals[b]]; needs argmax)      StepOut.accepted [rows]
+    heads: with proposals, run only the first `heads` heads (0: all K) -> proposals [rows, heads];
+              a caller that will verify k proposals next needs k (each head costs work)
               the proposal heads' block at each row's accepted position (module
               docstring, "Proposal heads"); models without heads raise ValueError
     Log-probs are natural-log softmax over the full output layer (or the shortlist, if
@@ -74,6 +77,7 @@ class Want:
     ids: np.ndarray | None = None
     logprobs: bool = False
     proposals: np.ndarray | None = None  # int64 [rows]: drafted tokens per row -> StepOut.proposals / accepted
+    heads: int = 0  # with proposals: how many heads run (0: all K)
 
 
 @dataclass
@@ -85,7 +89,7 @@ class StepOut:
     topk_logprobs: np.ndarray | None = None  # float32 [rows, n, k]
     id_logprobs: np.ndarray | None = None  # float32 [rows, n]
     logprobs: np.ndarray | None = None  # float32 [rows, n, V]
-    proposals: np.ndarray | None = None  # int64   [rows, K]: the heads' tokens at the accepted position
+    proposals: np.ndarray | None = None  # int64   [rows, K or Want.heads]: the heads' tokens at the accepted position
     accepted: np.ndarray | None = None  # int64   [rows]: j, leading draft tokens equal to the argmax
 
 

@@ -15,11 +15,13 @@ so the output is greedy's, token for token, whatever the heads propose.
 How many of the K proposals to verify is a cost decision per iteration, as for IAD
 (source_draft_length.py): all K where verifying a block costs little more than one
 position, fewer where every computed position costs. Unlike IAD's drafts the heads are
-not free: they add K output-layer rows per row to every step they run on (~+60 % of a
-step at batch 1 on the shipped en-de). So where the best verification rate does not beat
-a plain step's, the policy switches them off: the loop runs plain greedy steps in a
-tight loop (draft_verify._plain_steps), probing every `probe_every` steps with a full
-block so that acceptance keeps being measured. Heads that do not pay cost ~greedy's time.
+not free: each adds its two linears and an output-layer row per row to the step it runs
+on (all four: ~+60 % of a step at batch 1 on the shipped en-de), so a step runs only as
+many heads as the policy will verify next (Want.heads). Where the best verification rate
+does not beat a plain step's, the policy switches them off: the loop runs plain greedy
+steps in a tight loop (draft_verify._plain_steps), probing every `probe_every` steps with
+a full block so that acceptance keeps being measured. Heads that do not pay cost ~greedy's
+time.
 """
 from __future__ import annotations
 
@@ -34,11 +36,16 @@ from .source_draft_length import SourceDraftLength, resolve_policy
 
 class _HeadDrafts:
     """Each live row's draft is the heads' block from the row's last step, capped by the
-    policy (None: whole)."""
+    policy (None: whole). The step that verifies a block capped at k runs only k heads
+    (at least one), so the next block has the k proposals the policy wants verified: a
+    head costs its two linears and an output-layer row per row whether or not its
+    proposal is verified. The cap is chosen as if every block held all K proposals, so
+    that it can grow again after a short one (a block of k limits only this iteration)."""
 
-    def __init__(self, rows: int, policy):
+    def __init__(self, rows: int, policy, k: int):
         self.blocks: list[list[int]] = [[] for _ in range(rows)]  # none before the first step
-        self.policy = policy
+        self.policy, self.k = policy, k
+        self.heads = 0  # Want.heads of the next step (0: all K)
 
     def plain_steps(self) -> int:
         """How many plain greedy steps the loop should run now (0: a step that verifies
@@ -59,9 +66,14 @@ class _HeadDrafts:
             return self.blocks
         self.policy.iteration_started()
         if any(self.blocks):
-            cap = self.policy.choose_lengths([len(b) for b in self.blocks])
+            cap = self.policy.choose_lengths([self.k if b else 0 for b in self.blocks])
+            self.heads = max(cap, 1)
             return [b[:cap] for b in self.blocks]
+        self.heads = 0  # no block to verify (the first step, or after plain steps): a whole one next
         return self.blocks
+
+    def proposal_count(self) -> int:
+        return self.heads
 
     def keep(self, rows: np.ndarray) -> None:
         self.blocks = [self.blocks[r] for r in rows]
@@ -101,7 +113,7 @@ def blockwise(backend: Backend, src_ids: list[list[int]], max_len: int | None = 
     if not src_ids:
         return [], stats
     with stats.total():
-        source = _HeadDrafts(len(src_ids), policy)
+        source = _HeadDrafts(len(src_ids), policy, k)
         try:
             outs = draft_and_verify(backend, src_ids, source, accept_argmax, Want(argmax=True), max_len, stats,
                                     proposals=True)

@@ -53,6 +53,9 @@ class DraftSource(Protocol):
     #       verified() calls; rows that finish leave through keep() as usual); a source
     #       returning > 0 must drop the drafts it holds, which the run makes stale.
     #   plain_ran(rows, steps, seconds): what the run took (rows at its start).
+    # And one that drafts from the verifier's heads (proposals=True) may say how many heads
+    # the next step should run (each costs work; the next iteration verifies no more):
+    #   proposal_count() -> int: Want.heads for this iteration's step (0: all K).
 
 
 # An acceptance rule: (step output [rows, w], drafts [rows, w-1] padded, draft lengths [rows])
@@ -116,6 +119,7 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
     # A source may ask for runs of plain greedy steps where drafting does not pay
     # (blockwise.py: its heads cost every step they run on); they run in a tight loop.
     plain_steps = getattr(source, "plain_steps", None)
+    proposal_count = getattr(source, "proposal_count", None) if proposals else None
     while live_ids:
         steps = plain_steps() if plain_steps is not None else 0
         if steps:
@@ -142,7 +146,9 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
                 tokens[r, 1:1 + len(d)] = d
         with stats.timing("verifier"):
             started = time.perf_counter()
-            out = verifier.step(state, tokens, replace(want, proposals=lengths) if proposals else want)
+            asked = replace(want, proposals=lengths, heads=proposal_count() if proposal_count else 0) \
+                if proposals else want
+            out = verifier.step(state, tokens, asked)
             step_seconds = time.perf_counter() - started
         stats.iterations += 1
         stats.row_steps += len(live_ids)
