@@ -463,7 +463,7 @@ def test_a_step_runs_only_the_heads_asked_for(spm, tmp_path, kind):
         tokens = np.zeros((7, 4), dtype=np.int64)
         tokens[:, 0] = first.argmax[:, 0]
         lengths = np.array([n for n, _ in ROWS[:7]], dtype=np.int64).clip(max=3)
-        for r, (n, wrong) in enumerate(ROWS[:7]):
+        for r, (_, wrong) in enumerate(ROWS[:7]):
             tokens[r, 1:] = drafts_for(truths[r][1:], 3, wrong)
         held = state.lengths.copy()
         outs = {}
