@@ -43,9 +43,10 @@ from pyfastdec.api import load_checked
 from pyfastdec.cli import DecodeOptions, Line, ModelSpec, decode_rows
 from pyfastdec.model_dir import ModelDirError
 
-# A test hook: the path of a marker file. The first actor to create it (O_EXCL) exits on the
-# spot in the middle of its second batch, as a killed process would; its replacement and the
-# other actors find the file and carry on. Read in the actor, so set it before ray.init.
+# A test hook: a path P. While P.armed exists, the first actor to rename it to P.fired exits
+# on the spot at the start of its second batch, as a killed process would; its replacement
+# and the other actors find nothing to rename and carry on. Read by the actors, so the
+# variable is set before ray.init (workers inherit the environment); a test arms it per run.
 CRASH_ONCE_ENV = "PYFASTDEC_RAY_CRASH_ONCE"
 CACHE_DIR_ENV = "PYFASTDEC_RAY_CACHE"  # where nodes keep shipped model directories (default: the temp dir)
 NOTES_COLUMN = "fastdec_notes"  # warnings (over-long sentences), on the row they concern
@@ -137,8 +138,8 @@ class DecodeBatches:
 
     def _crash_once(self) -> None:
         try:
-            os.close(os.open(self.crash_marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
+            os.rename(self.crash_marker + ".armed", self.crash_marker + ".fired")
+        except FileNotFoundError:
             return
         os._exit(1)
 

@@ -33,12 +33,11 @@ from pyfastdec.cli import (EXIT_BAD_INPUT, CliError, DecodeOptions, InputLines, 
                            sigint_deferred, warn)
 
 try:
-    import ray
-    import ray.data
-    import pyfastdec.ray as fastdec_ray
+    import pyfastdec.ray as fastdec_ray  # first: its ImportError says how to install the extra
 except ImportError as err:
-    raise CliError(str(err) if "pyfastdec[ray]" in str(err)
-                   else f"--ray needs Ray Data ({err}): pip install 'pyfastdec[ray]'") from None
+    raise CliError(str(err)) from None
+import ray
+import ray.data
 
 PART_LINES = 10_000  # lines per committed part: what a killed job may have to redo, per shard
 WORK_SUFFIX, WORK_IN_DIR = ".fastdec-parts", ".fastdec-parts"
@@ -161,14 +160,19 @@ def _quiet_ray_data() -> None:
     ray.data.DataContext.get_current().enable_progress_bars = False
 
 
-def _model_error(err: Exception) -> Optional[str]:
-    """The one line of a model directory the actors could not load, found inside Ray's error."""
-    seen = set()
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
-        if isinstance(err, fastdec_ray.ModelDirError):
-            return str(err).splitlines()[0] if str(err) else None
-        err = getattr(err, "cause", None) or err.__cause__
+def _model_error(err: BaseException) -> Optional[str]:
+    """The one line of a model directory the actors could not load, found inside Ray's
+    error (an ActorDiedError holding the RayTaskError of the actor's constructor, whose
+    cause is the ModelDirError)."""
+    todo, seen = [err], set()
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, fastdec_ray.ModelDirError):
+            return str(e).splitlines()[0]
+        todo += [getattr(e, "cause", None), e.__cause__, *(a for a in e.args if isinstance(a, BaseException))]
     return None
 
 
