@@ -57,6 +57,7 @@ except KeyboardInterrupt:
 BEAM_BOUND = f"beam search takes the top 2 x beam size from an engine limited to top-{ENGINE_MAX_TOPK}"
 BATCH_BOUND = "memory grows with every sentence of a batch"
 SHORTLIST_FILE = "shortlist.bin"
+RAY_LOCAL = "local"  # --ray with no address: start a local cluster
 
 
 class CliError(Exception):
@@ -209,10 +210,15 @@ def _add_io_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=bounded_int(MAX_BATCH_SIZE, BATCH_BOUND), default=32, metavar="N",
                    help=f"sentences per batch (default 32, at most {MAX_BATCH_SIZE}); the sentences of a block of "
                         f"lines are sorted by length")
-    p.add_argument("--workers", type=bounded_int(MAX_WORKERS, "each worker loads its own models"), default=1,
+    p.add_argument("--workers", type=bounded_int(MAX_WORKERS, "each worker loads its own models"), default=None,
                    metavar="N", help=f"N processes over contiguous shards of the input, each with --threads "
                                      f"threads; output in input order (reads the whole input first; at most "
-                                     f"{MAX_WORKERS})")
+                                     f"{MAX_WORKERS}); with --ray: N actors (default: as many as the cluster "
+                                     f"has room for)")
+    p.add_argument("--ray", nargs="?", const=RAY_LOCAL, default=None, metavar="ADDRESS",
+                   help="decode on a Ray cluster (pip install 'pyfastdec[ray]'): the one at ADDRESS (e.g. auto, "
+                        "ray://head:10001), else a local one; needs -i IN and -o OUT, a file or a directory of "
+                        "shards; --threads per actor (default 1); a killed run resumes, rerun the same command")
     p.add_argument("--line-by-line", action="store_true",
                    help="translate and flush every line as soon as it is read (default when stdin is a terminal)")
     p.add_argument("--stats", action="store_true",
@@ -283,8 +289,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def model_spec(args) -> ModelSpec:
     threads = args.threads
-    workers = getattr(args, "workers", 1)
-    if threads is None and workers > 1:
+    workers = getattr(args, "workers", None) or 1
+    if threads is None and getattr(args, "ray", None) is not None:
+        threads = 1  # an actor asks Ray for --threads CPUs; Ray scales by actors
+    elif threads is None and workers > 1:
         threads = max(1, default_threads() // workers)
     return ModelSpec(args.role, args.model, getattr(args, "drafter", None), threads, args.compute_type,
                      not args.no_shortlist)
@@ -485,11 +493,11 @@ def _one_line(text: str) -> str:
     return text.replace("\r", " ").replace("\n", " ")
 
 
-def translate_block(translator: Translator, lines: list[Line], options: DecodeOptions
-                    ) -> tuple[list[str], DecodeStats, list[str]]:
-    """Output lines (with their newlines) for a block of input lines, the block's
-    statistics, and a warning per line with a sentence that had to be cut (naming its
-    line number)."""
+def decode_rows(translator: Translator, lines: list[Line], options: DecodeOptions
+                ) -> tuple[list[list[str]], DecodeStats, list[tuple[Optional[int], str]]]:
+    """The output lines (with their newlines) of each input line of a block, the block's
+    statistics, and its warnings: (index in the block, or None, message), a line with a
+    sentence that had to be cut named by its line number."""
     texts = [line.text for line in lines]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", LongInputWarning)
@@ -498,18 +506,25 @@ def translate_block(translator: Translator, lines: list[Line], options: DecodeOp
     for w in caught:
         if isinstance(w.message, LongInputWarning):
             m = w.message
-            notes.append(f"line {lines[m.index].number}: a sentence of {m.n_ids} source tokens exceeds the "
-                         f"model's max_source_len {m.limit}; cut between words into {m.chunks} parts, "
-                         f"translated separately and joined with a space")
+            notes.append((m.index, f"line {lines[m.index].number}: a sentence of {m.n_ids} source tokens exceeds "
+                                   f"the model's max_source_len {m.limit}; cut between words into {m.chunks} parts, "
+                                   f"translated separately and joined with a space"))
         else:
-            notes.append(str(w.message))
-    out = []
+            notes.append((None, str(w.message)))
+    rows = []
     for line, result in zip(lines, outputs):
         if options.n_best > 1:
-            out += [f"{line.number - 1} ||| {_one_line(text)} ||| {score:.6f}\n" for text, score in result]
+            rows.append([f"{line.number - 1} ||| {_one_line(text)} ||| {score:.6f}\n" for text, score in result])
         else:
-            out.append(_one_line(result) + "\n")
-    return out, stats, notes
+            rows.append([_one_line(result) + "\n"])
+    return rows, stats, notes
+
+
+def translate_block(translator: Translator, lines: list[Line], options: DecodeOptions
+                    ) -> tuple[list[str], DecodeStats, list[str]]:
+    """decode_rows, flattened: the block's output lines, statistics and warnings."""
+    rows, stats, notes = decode_rows(translator, lines, options)
+    return [text for row in rows for text in row], stats, [note for _, note in notes]
 
 
 def warn(message: str) -> None:
@@ -591,6 +606,8 @@ def _results_in_workers(spec: ModelSpec, source: InputLines, options: DecodeOpti
 
 
 def run_translate(args) -> int:
+    if args.ray is not None:
+        return _run_on_ray(args)
     source = InputLines(args.input)  # a missing or invalid input file fails before the model loads
     spec = model_spec(args)
     model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type)
@@ -601,7 +618,7 @@ def run_translate(args) -> int:
     writer = LineWriter(args.output)
     total = DecodeStats()
     start = time.perf_counter()
-    results = (_results_in_workers(spec, source, options, args.workers) if args.workers > 1
+    results = (_results_in_workers(spec, source, options, args.workers) if (args.workers or 1) > 1
                else _results_in_one_process(spec, source, options, interactive))
     try:
         with warnings.catch_warnings():
@@ -621,6 +638,19 @@ def run_translate(args) -> int:
     if args.stats:
         print_stats(total, total.sentences, time.perf_counter() - start)
     return 0
+
+
+def _run_on_ray(args) -> int:
+    """--ray: pyfastdec.ray_cli, imported only here (it imports Ray)."""
+    if args.line_by_line:
+        raise CliError("--line-by-line and --ray: a Ray job decodes whole files (-i IN -o OUT)", EXIT_BAD_INPUT)
+    if args.input and not os.path.isdir(args.input):
+        InputLines(args.input)  # a missing or invalid input file fails before Ray and the model load
+    spec = model_spec(args)
+    model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type)
+    options = decode_options(args, default_strategy(model_dir, drafter_dir, spec.role, ALGOS))
+    from pyfastdec import ray_cli  # raises CliError saying how to install the extra
+    return ray_cli.run(args, spec, options, None if args.ray == RAY_LOCAL else args.ray)
 
 
 # ----------------------------------------------------------------------------- info, bench
