@@ -149,9 +149,8 @@ def ctranslate2_vmap_model(float_dir: Path, ct2_dir: Path, quantization: str) ->
     """The CTranslate2 model `ct2_dir` (of `float_dir`) with a vmap.txt written from
     float_dir's shortlist.bin (bench/vmap.py), in a directory of its own so that the rows
     without the map load no map. ValueError if float_dir has no shortlist."""
-    from pyfastdec.model_dir import ModelDir
-
     from bench.vmap import VMAP_FILE, write_vmap
+    from pyfastdec.model_dir import ModelDir
 
     shortlist = Path(float_dir) / "shortlist.bin"
     if not shortlist.is_file():

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from bench.blockwise_report import blockwise_section, lossless_section, targets_issue11
 from bench.plan import LATENCY_BATCH
-from bench.results import LOSSLESS  # equal to greedy by construction (beam and GAD++ are not)
+from bench.results import (
+    LOSSLESS,  # equal to greedy by construction (beam and GAD++ are not)
+)
 
 TARGETS = {LATENCY_BATCH: 4.0, 32: 1.5}  # issue 6: x CTranslate2 int8 greedy
 
