@@ -5,7 +5,8 @@ asked for, in a fresh Python (bench/isolate.py says why).
 
 Per workload (a batch size over the first `limit` of the spec's sources): one untimed warm-up batch, then
 `repeats` timed passes over all sentences. Outputs come from the first pass; later passes
-are checked to reproduce them. Also reported: model load time (constructing the engine,
+are checked to reproduce them. The strategy's statistics (bench/systems.py: iterations,
+tokens, encoder and total seconds) are kept per pass. Also reported: model load time (constructing the engine,
 drafter included) and the process's peak RSS at the end: VmHWM of /proc/self/status,
 not ru_maxrss, because Linux carries ru_maxrss over from the parent through fork and exec
 (every child then reported the parent's torch-sized peak); VmHWM belongs to the address
@@ -28,19 +29,21 @@ def run_workload(runner, sources: list[list[int]], batch_size: int, repeats: int
     batches = batches_of(sources, batch_size)
     runner.decode(batches[0])  # warm-up
     runner.counters.clear()
-    passes, per_batch, outputs, counters, reproducible = [], [], None, None, True
+    passes, per_batch, outputs, counters, reproducible = [], [], None, [], True
     for r in range(repeats):
         seconds, results = timed_pass(runner.decode, batches)
         outs = [list(map(int, o)) for batch in results for o in batch]
         if r == 0:
-            outputs, counters = outs, dict(runner.counters)
+            outputs = outs
         else:
             reproducible &= outs == outputs
+        counters.append(dict(runner.counters))  # this pass's own (a policy may decide otherwise per pass)
+        runner.counters.clear()
         passes.append(pass_figures(seconds, len(sources), batch_size))
         per_batch.append(seconds)
     result = {"batch_size": batch_size, "sentences": len(sources), "repeats": passes,
               "output_tokens": sum(len(o) for o in outputs), "outputs": outputs,
-              "reproducible": reproducible, "decode_stats": counters}
+              "reproducible": reproducible, "decode_stats": counters[0], "decode_stats_passes": counters}
     if batch_size == 1:  # per sentence, the median over the passes (for the length plot)
         result["sentence_ms"] = [round(1e3 * statistics.median(t), 4) for t in zip(*per_batch)]
     return result

@@ -7,7 +7,8 @@ cached under ~/.cache/pyfastdec-bench/<content hash>/ so a second run reuses the
   activation scales calibrated on the model's validation split (export.calibrate), as
   `python -m export.write --int8` does;
 - the CTranslate2 models (int8 and float32) converted with pyfastdec.convert from the
-  float32 weights, and the ONNX exports (float32, onnxruntime dynamic int8).
+  float32 weights, the int8 one also with a vocabulary map from the model's shortlist
+  (bench/vmap.py), and the ONNX exports (float32, onnxruntime dynamic int8).
 Nothing here crashes a run over a missing or unusable model: `availability` returns the
 reason a model cannot be used, and every preparation step reports failures as reasons.
 """
@@ -55,6 +56,12 @@ def availability(path: str | Path | None, arch: str | None = None, decoder_self:
     if decoder_self and cfg.decoder_self != decoder_self:
         return f"{path} has a {cfg.decoder_self!r} decoder, not {decoder_self!r}"
     return None
+
+
+def proposal_heads(path: str | Path) -> int:
+    """K, the proposal heads the directory's config.json declares (0: none)."""
+    heads = _config(Path(path)).get("heads")
+    return int(heads["count"]) if isinstance(heads, dict) else 0
 
 
 def _config(path: Path) -> dict:
@@ -136,6 +143,24 @@ def ctranslate2_model(float_dir: Path, quantization: str) -> Path:
     out = CACHE / dir_hash(float_dir) / f"ct2-{quantization}"
     return _cached(out, lambda tmp: to_ctranslate2(float_dir, tmp, force=True,
                                                    quantization=None if quantization == "float32" else quantization))
+
+
+def ctranslate2_vmap_model(float_dir: Path, ct2_dir: Path, quantization: str) -> Path:
+    """The CTranslate2 model `ct2_dir` (of `float_dir`) with a vmap.txt written from
+    float_dir's shortlist.bin (bench/vmap.py), in a directory of its own so that the rows
+    without the map load no map. ValueError if float_dir has no shortlist."""
+    from bench.vmap import VMAP_FILE, write_vmap
+    from pyfastdec.model_dir import ModelDir
+
+    shortlist = Path(float_dir) / "shortlist.bin"
+    if not shortlist.is_file():
+        raise ValueError(f"{float_dir}: no shortlist.bin to build CTranslate2's vocabulary map from")
+    eos = ModelDir.load(float_dir).config.tokens["eos"]
+
+    def build(tmp: Path):
+        shutil.copytree(ct2_dir, tmp)
+        write_vmap(shortlist, Path(float_dir) / "spm.model", eos, tmp / VMAP_FILE)
+    return _cached(CACHE / dir_hash(float_dir) / f"ct2-{quantization}-vmap", build)
 
 
 def onnx_model(float_dir: Path, int8: bool) -> Path:

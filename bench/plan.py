@@ -8,7 +8,15 @@ A workload id reads `<dataset>-b<batch>-t<threads>`.
 The matrix (`wanted`): every pyfastdec strategy x precision x shortlist, and every peer,
 at 1 thread. With more threads only what the headline comparisons need, so a full run
 fits its 30 minutes on 2 cores; `--quick` trims further to stay within 3 minutes;
-`every_config` runs the whole matrix at every thread count.
+`every_config` runs the whole matrix at every thread count. `strategies` and
+`precisions` (bench.run --strategies / --precisions) keep only the rows named, e.g.
+greedy and blockwise at int8 for the heads models' rows beside CTranslate2's.
+
+Models with proposal heads (issue 11) run greedy, `blockwise` (the cost policy users
+get) and `blockwise-all` (all K proposals verified every iteration), at their own
+precision, with and without their shortlist; greedy of the same directory is their
+reference. CTranslate2 int8 greedy also runs with its vocabulary map from the
+shortlist (`use_vmap`, bench/vmap.py), at the setting chosen for it without the map.
 """
 from __future__ import annotations
 
@@ -28,6 +36,8 @@ class Plan:
     probe_n: int  # sentences per CTranslate2 settings probe
     every_config: bool = False
     quick: bool = False
+    strategies: tuple[str, ...] | None = None  # only these strategies (None: every one)
+    precisions: tuple[str, ...] | None = None  # only these precisions (None: both)
 
 
 @dataclass
@@ -35,7 +45,7 @@ class Job:
     system: str  # pyfastdec | ct2 | onnx | torch
     model: str  # en-de | en-de-attn | uk-gec
     precision: str  # int8 | float32
-    strategy: str  # greedy | beam5 | gad | gad++ | iad
+    strategy: str  # greedy | beam5 | gad | gad++ | iad | blockwise | blockwise-all
     threads: int  # thread budget of the workloads this job serves
     setting: str  # the engine settings, as the report shows them
     dataset: str  # multi30k | uagec
@@ -64,6 +74,10 @@ def _mt_workloads(plan: Plan, threads: int, batches=(LATENCY_BATCH, THROUGHPUT_B
 
 def wanted(plan: Plan, system: str, precision: str, strategy: str, threads: int) -> bool:
     """Whether a configuration is measured at this thread budget."""
+    if plan.strategies is not None and strategy not in plan.strategies:
+        return False
+    if plan.precisions is not None and precision not in plan.precisions:
+        return False
     if plan.every_config:
         return True
     if plan.quick and precision == "float32" and strategy == "beam5":
@@ -75,11 +89,14 @@ def wanted(plan: Plan, system: str, precision: str, strategy: str, threads: int)
     if system == "torch":
         return False
     if plan.quick:
-        return precision == "int8" and strategy in ("greedy", "gad", "iad")
+        return precision == "int8" and strategy in ("greedy", "gad", "iad", "blockwise", "blockwise-all")
     if system in ("ct2", "onnx"):
         return strategy == "greedy"
-    return (precision == "int8" and strategy in ("greedy", "gad", "gad++", "iad")) or \
+    return (precision == "int8" and strategy in ("greedy", "gad", "gad++", "iad", "blockwise", "blockwise-all")) or \
         (precision == "float32" and strategy == "greedy")
+
+
+HEADS_STRATEGIES = ("greedy", "blockwise", "blockwise-all")
 
 
 def pyfastdec_jobs(plan: Plan, model: str, dirs: dict, shortlist: bool, drafter: str | None,
@@ -136,18 +153,18 @@ def peer_jobs(plan: Plan, system: str, dirs: dict, strategies=("greedy",)) -> li
 
 # ---------------------------------------------------------------- CTranslate2
 def _ct2_job(plan: Plan, dirs: dict, precision: str, strategy: str, isa: str, intra: int, inter: int,
-             threads: int, batches, probe: bool) -> Job:
+             threads: int, batches, probe: bool, vmap: bool = False) -> Job:
     limit = plan.probe_n if probe else None
     workloads = [{"name": f"b{b}", "batch_size": b,
                   "limit": limit or (plan.latency_n if b == LATENCY_BATCH else plan.n)} for b in batches]
     spec = {"system": "ct2", "path": str(dirs[precision]), "compute_type": precision, "intra": intra,
-            "inter": inter, "strategy": strategy, "workloads": workloads}
+            "inter": inter, "strategy": strategy, "workloads": workloads, "vmap": vmap}
     env = {"OMP_NUM_THREADS": str(intra), "CT2_VERBOSE": "1"}  # the log names the ISA it selected
     if isa != "default":
         env["CT2_FORCE_CPU_ISA"] = isa
     setting = f"intra={intra} inter={inter} isa={isa}"
     return Job("ct2", "en-de-attn", precision, strategy, threads, setting, "multi30k",
-               {f"b{b}": [] for b in batches}, spec, env, probe=probe)
+               {f"b{b}": [] for b in batches}, spec, env, shortlist=vmap, probe=probe)
 
 
 def ct2_candidates(threads: int) -> dict[int, list[tuple[int, int]]]:
@@ -201,13 +218,16 @@ def ct2_choose(probes: list[tuple[Job, dict]]) -> dict[tuple[str, str], dict]:
     return best
 
 
-def ct2_jobs(plan: Plan, dirs: dict, choices: dict, strategies=("greedy", "beam5")) -> list[Job]:
+def ct2_jobs(plan: Plan, dirs: dict, choices: dict, strategies=("greedy", "beam5"), vmap: bool = False) -> list[Job]:
     """The measured CTranslate2 rows, each workload with its chosen setting; beam search
     uses the setting greedy chose. Workloads sharing a setting share a process, and a
     setting chosen for two budgets (e.g. intra=1 at batch 1 with 1 and with 2 threads) is
-    measured once and reported for both."""
+    measured once and reported for both. vmap: dirs are the models with a vocabulary map,
+    run with use_vmap at the setting chosen without it (rows marked shortlist)."""
     jobs = {}
     for (precision, wid), choice in sorted(choices.items()):
+        if precision not in dirs:
+            continue
         threads = int(wid.rsplit("-t", 1)[1])
         for strategy in strategies:
             if not wanted(plan, "ct2", precision, strategy, threads):
@@ -215,7 +235,7 @@ def ct2_jobs(plan: Plan, dirs: dict, choices: dict, strategies=("greedy", "beam5
             key = (precision, strategy, choice["isa"], choice["intra"], choice["inter"])
             if key not in jobs:
                 jobs[key] = _ct2_job(plan, dirs, precision, strategy, choice["isa"], choice["intra"],
-                                     choice["inter"], threads, [], probe=False)
+                                     choice["inter"], threads, [], probe=False, vmap=vmap)
             job = jobs[key]
             batch = int(choice["batch"][1:])
             if choice["batch"] not in job.serves:

@@ -15,7 +15,7 @@ import numpy as np
 from bench.plan import LATENCY_BATCH
 
 COLOURS = {"pyfastdec": "tab:blue", "ct2": "tab:red", "onnx": "tab:green", "torch": "tab:orange"}
-MARKERS = {"greedy": "o", "beam5": "s", "gad": "^", "gad++": "v", "iad": "D"}
+MARKERS = {"greedy": "o", "beam5": "s", "gad": "^", "gad++": "v", "iad": "D", "blockwise": "P", "blockwise-all": "X"}
 
 
 def _plt():
@@ -71,7 +71,7 @@ def speedup_by_length(rows: list[dict], source_lengths: dict[tuple[str, str], li
     """source_lengths: (model, dataset) -> source lengths in tokens (EOS included)."""
     pairs = []
     for r in rows:
-        if r["strategy"] not in ("gad", "gad++", "iad") or "sentence_ms" not in r or r["system"] != "pyfastdec":
+        if r["strategy"] not in ("gad", "gad++", "iad", "blockwise", "blockwise-all") or "sentence_ms" not in r or r["system"] != "pyfastdec":
             continue
         greedy = next((g for g in rows if g["strategy"] == "greedy" and g["workload"] == r["workload"]
                        and g["model"] == r["model"] and g["precision"] == r["precision"]
@@ -98,7 +98,7 @@ def speedup_by_length(rows: list[dict], source_lengths: dict[tuple[str, str], li
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_xlabel("source length in tokens (median of each quintile bucket)")
     ax.set_ylabel("speed-up over greedy (sum of per-sentence times)")
-    ax.set_title("Aggressive decoding vs greedy by source length, batch 1")
+    ax.set_title("Drafting strategies vs greedy by source length, batch 1")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()

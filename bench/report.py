@@ -1,15 +1,20 @@
 """report.md of a bench.run: environment, one table per workload kind, CTranslate2's
-settings, the issue's targets, and what did not run (with the reason)."""
+settings, the blockwise rows (issue 11) with tokens per iteration and decoder-loop
+speed-ups, the check of every lossless row against greedy, the issues' targets, and
+what did not run (with the reason)."""
 from __future__ import annotations
 
+from bench.blockwise_report import blockwise_section, lossless_section, targets_issue11
 from bench.plan import LATENCY_BATCH
+from bench.results import (
+    LOSSLESS,  # equal to greedy by construction (beam and GAD++ are not)
+)
 
-LOSSLESS = ("greedy", "gad", "iad")  # equal to greedy by construction (beam and GAD++ are not)
 TARGETS = {LATENCY_BATCH: 4.0, 32: 1.5}  # issue 6: x CTranslate2 int8 greedy
 
 
 def label(r: dict) -> str:
-    sl = " +shortlist" if r.get("shortlist") else ""
+    sl = (" +vmap" if r["system"] == "ct2" else " +shortlist") if r.get("shortlist") else ""
     return f"{r['system']} {r['model']} {r['precision']} {r['strategy']}{sl}"
 
 
@@ -26,7 +31,7 @@ def _share(x):
 
 
 SYSTEM_ORDER = ("pyfastdec", "ct2", "onnx", "torch")
-STRATEGY_ORDER = ("greedy", "gad", "gad++", "iad", "beam5")
+STRATEGY_ORDER = ("greedy", "gad", "gad++", "iad", "blockwise", "blockwise-all", "beam5")
 
 
 def _order(r: dict):
@@ -48,7 +53,8 @@ def _table(rows: list[dict], batch_size: int) -> list[str]:
         else:
             figures = [_f(r["sentences_per_s"], "{:.1f}"), _f(r["target_tokens_per_s"], "{:.0f}"),
                        f"{r['sentences_per_s_min']:.1f}-{r['sentences_per_s_max']:.1f}"]
-        cells = [r["system"], r["model"], r["precision"], r["strategy"], "yes" if r["shortlist"] else "no",
+        cells = [r["system"], r["model"], r["precision"], r["strategy"],
+                 ("vmap" if r["system"] == "ct2" else "yes") if r["shortlist"] else "no",
                  r["setting"], str(r["threads"])] + figures + \
             [_ratio(r["vs_ct2_int8_greedy"]), _ratio(r["vs_greedy"]), _f(r["bleu"]), _f(r["chrf"]),
              _share(r["identical_to_greedy"]), _f(r["load_s"]), _f(r["peak_rss_mb"], "{:.0f}")]
@@ -64,7 +70,7 @@ def _targets(rows: list[dict]) -> list[str]:
     lines = []
     for batch, target in TARGETS.items():
         for wid in sorted({r["workload"] for r in rows if r["dataset"] == "multi30k" and r["batch_size"] == batch}):
-            ct2 = next((r for r in rows if r["workload"] == wid and r["system"] == "ct2"
+            ct2 = next((r for r in rows if r["workload"] == wid and r["system"] == "ct2" and not r["shortlist"]
                         and r["precision"] == "int8" and r["strategy"] == "greedy"), None)
             ours = [r for r in rows if r["workload"] == wid and r["system"] == "pyfastdec"
                     and r["strategy"] in LOSSLESS and r["vs_ct2_int8_greedy"] is not None]
@@ -141,7 +147,10 @@ def markdown(results: dict) -> str:
                 lines += [f"Copying the source unchanged scores BLEU {copy['bleu']:.2f}, chrF {copy['chrf']:.2f} "
                           "on the same sentences (half of UA-GEC needs no edit).", ""]
     lines += _ct2_section(results)
+    lines += blockwise_section(results)
+    lines += lossless_section(rows)
     lines += ["## Targets (issue 6)", ""] + _targets(rows) + [""]
+    lines += targets_issue11(results)
     if results["not_run"]:
         lines += ["## Not run", ""] + [f"- {x['what']}: not run: {x['reason']}" for x in results["not_run"]] + [""]
     if results.get("plots"):

@@ -1,6 +1,7 @@
 """From measuring processes' results to report rows: medians and noise over repeats,
-quality (BLEU, chrF), the share of outputs identical to pyfastdec greedy, and speed
-ratios. Every figure is computed from what bench/child.py measured; a ratio whose
+quality (BLEU, chrF), the share of outputs identical to pyfastdec greedy, the check that
+every lossless row equals greedy of the same model, speed ratios end to end and of the
+decoder loop alone (encoder excluded), and tokens committed per iteration. Every figure is computed from what bench/child.py measured; a ratio whose
 reference row did not run stays None.
 """
 from __future__ import annotations
@@ -40,7 +41,8 @@ def job_rows(job, result: dict, ct2_log: dict | None = None) -> list[dict]:
                    "job": job.id, "sentences": w["sentences"], "repeats": w["repeats"],
                    **summarise(w["repeats"], batch),
                    "output_tokens": w["output_tokens"], "reproducible": w["reproducible"],
-                   "decode_stats": w["decode_stats"], "load_s": result["load_s"],
+                   "decode_stats": w["decode_stats"], "decode_stats_passes": w.get("decode_stats_passes", []),
+                   "load_s": result["load_s"],
                    "peak_rss_mb": result["peak_rss_mb"], "engine": dict(result["info"], **(ct2_log or {})),
                    "_outputs": w["outputs"]}
             row["target_tokens_per_s"] = row["output_tokens"] * row["sentences_per_s"] / row["sentences"]
@@ -87,6 +89,55 @@ def add_identical(rows: list[dict]) -> None:
         r["identical_reference"] = None if ref is None else ref["job"]
 
 
+LOSSLESS = ("greedy", "gad", "iad", "blockwise", "blockwise-all")  # equal to greedy by construction
+
+
+def add_lossless_check(rows: list[dict]) -> None:
+    """Every pyfastdec row of a lossless drafting strategy against pyfastdec greedy of the
+    same model, precision and shortlist on the same sentences in this run (any thread
+    count and batch size: pyfastdec's output depends on neither): `lossless_equal` True
+    when every output is token-identical, False otherwise, None when no such greedy ran;
+    `lossless_reference` names it. (`identical_to_greedy` compares with greedy without
+    shortlist, which a shortlist row need not equal.)"""
+    for r in rows:
+        r["lossless_equal"] = r["lossless_reference"] = None
+        if r["system"] != "pyfastdec" or r["strategy"] not in LOSSLESS or r["strategy"] == "greedy":
+            continue
+        refs = [c for c in rows if c["system"] == "pyfastdec" and c["strategy"] == "greedy"
+                and c["model"] == r["model"] and c["precision"] == r["precision"]
+                and c["shortlist"] == r["shortlist"] and c["dataset"] == r["dataset"]
+                and c["sentences"] == r["sentences"]]
+        if refs:
+            ref = min(refs, key=lambda c: (c["batch_size"] != r["batch_size"], c["threads"]))
+            r["lossless_equal"] = r["_outputs"] == ref["_outputs"]
+            r["lossless_reference"] = f"{ref['job']} {ref['workload']}"
+
+
+def _stat_median(r: dict, figure) -> float | None:
+    passes = [p for p in r.get("decode_stats_passes") or [] if p.get("total_s")]
+    return statistics.median(figure(p) for p in passes) if passes else None
+
+
+def add_decoder_loop(rows: list[dict]) -> None:
+    """For rows whose strategy reports its statistics (pyfastdec, onnx, torch): per pass,
+    the encoder's seconds and the decoder loop's (the rest of the call: steps, drafting,
+    the loop's Python), medians over the passes; `tokens_per_iteration` (output tokens
+    per row per verifier call, EOS included: 1 for greedy); and `decoder_vs_greedy`, how
+    many times faster the decoder loop is than greedy's of the same system, model,
+    precision and shortlist on the same workload (the end-to-end ratio is `vs_greedy`)."""
+    for r in rows:
+        r["encoder_s"] = _stat_median(r, lambda p: p["encoder_s"])
+        r["decoder_s"] = _stat_median(r, lambda p: p["total_s"] - p["encoder_s"])
+        r["tokens_per_iteration"] = _stat_median(r, lambda p: p["generated"] / p["row_steps"]
+                                                 if p.get("row_steps") else 0.0)
+        r["encoder_share"] = _stat_median(r, lambda p: p["encoder_s"] / p["total_s"])
+    for r in rows:
+        greedy = _find(rows, system=r["system"], model=r["model"], precision=r["precision"],
+                       shortlist=r["shortlist"], strategy="greedy", workload=r["workload"])
+        r["decoder_vs_greedy"] = greedy["decoder_s"] / r["decoder_s"] \
+            if greedy and greedy["decoder_s"] and r["decoder_s"] else None
+
+
 def speed(r: dict) -> float:
     """Higher is faster: 1 / ms p50 at batch 1, sentences/s otherwise."""
     return 1.0 / r["ms_p50"] if r["batch_size"] == LATENCY_BATCH else r["sentences_per_s"]
@@ -97,7 +148,7 @@ def add_ratios(rows: list[dict]) -> None:
     the same workload; vs_greedy: than greedy of the same system, model, precision and
     shortlist on the same workload (the speed-up of a strategy)."""
     for r in rows:
-        ct2 = _find(rows, system="ct2", precision="int8", strategy="greedy", workload=r["workload"])
+        ct2 = _find(rows, system="ct2", precision="int8", strategy="greedy", shortlist=False, workload=r["workload"])
         r["vs_ct2_int8_greedy"] = speed(r) / speed(ct2) if ct2 else None
         greedy = _find(rows, system=r["system"], model=r["model"], precision=r["precision"],
                        shortlist=r["shortlist"], strategy="greedy", workload=r["workload"])

@@ -3,13 +3,21 @@ figure, a markdown report and plots (issue 6).
 
     python -m bench.run [--quick] [--out DIR] [--limit N] [--threads 1,2]
         [--en-de DIR] [--en-de-attn DIR] [--drafter DIR] [--uk-gec DIR]
+        [--en-de-heads DIR] [--en-de-attn-heads DIR] [--joint DIR]
+        [--systems pyfastdec,heads,ct2,onnx,torch,gec] [--strategies S,..] [--precisions int8,float32]
 
 Systems: pyfastdec greedy, beam 5, GAD, GAD++ (beta 3, tau 1.0), int8 and float32, with and
 without the lexical shortlist, on --en-de (SSRU student) and --en-de-attn (attention
 student); IAD and greedy on --uk-gec; CTranslate2 int8 / float32 greedy and beam 5 on
 --en-de-attn converted with pyfastdec.convert, at its best probed settings per workload
-(CT2_FORCE_CPU_ISA, intra vs inter threads); onnxruntime greedy (float32 and dynamic
+(CT2_FORCE_CPU_ISA, intra vs inter threads), int8 greedy also with its vocabulary map
+built from --en-de-attn's shortlist (use_vmap); onnxruntime greedy (float32 and dynamic
 int8) on the ONNX export of --en-de-attn; the PyTorch eager reference's greedy.
+Models with proposal heads (issue 11; system "heads"): --en-de-heads, --en-de-attn-heads
+(frozen students with heads from export.train_heads) and --joint (a student trained with
+its heads), each running greedy, blockwise (the default cost policy) and blockwise-all
+(all K proposals verified), with tokens per iteration and the decoder-loop speed-up
+(encoder time excluded) beside the end-to-end one.
 Workloads and the matrix: bench/plan.py. Every measurement runs in its own process
 (bench/child.py). A missing model, data set or peer is reported as "not run: <reason>".
 
@@ -54,15 +62,50 @@ def parse_args(argv):
     ap.add_argument("--every-config", action="store_true",
                     help="the whole matrix at every thread count (default: beyond 1 thread only the "
                          "configurations the headline comparisons need; bench/plan.py)")
-    ap.add_argument("--systems", default="pyfastdec,ct2,onnx,torch,gec",
-                    help="subset to run: pyfastdec (translation), ct2, onnx, torch, gec (IAD)")
+    ap.add_argument("--systems", default="pyfastdec,heads,ct2,onnx,torch,gec",
+                    help="subset to run: pyfastdec (translation), heads (the models with proposal heads), "
+                         "ct2, onnx, torch, gec (IAD)")
+    ap.add_argument("--strategies", help="only these strategies, comma-separated (greedy, beam5, gad, gad++, iad, "
+                                         "blockwise, blockwise-all; default: all)")
+    ap.add_argument("--precisions", help="only these precisions, comma-separated (int8, float32; default: both)")
     ap.add_argument("--en-de", type=Path, default=REPO_ROOT / "models" / "en-de", help="SSRU student")
     ap.add_argument("--en-de-attn", type=Path, default=REPO_ROOT / "models" / "en-de-attn",
                     help="attention student (also the peers' model)")
     ap.add_argument("--drafter", type=Path, default=REPO_ROOT / "models" / "en-de-drafter", help="GAD drafter")
     ap.add_argument("--uk-gec", type=Path, default=REPO_ROOT / "models" / "uk-gec", help="correction model")
+    for flag, role, student in (("--en-de-heads", "en-de-heads", "en-de"),
+                                ("--en-de-attn-heads", "en-de-attn-heads", "en-de-attn"),
+                                ("--joint", "joint", None)):
+        ap.add_argument(flag, type=Path, default=default_heads_model(student),
+                        help=f"{role}: a model directory with proposal heads (default: models/{student} if its "
+                             f"config.json has 'heads', else not run)" if student else
+                        f"{role}: a student trained jointly with its proposal heads (default: not run)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per measuring process")
     return ap.parse_args(argv)
+
+
+HEADS_ROLES = {"en-de-heads": "en_de_heads", "en-de-attn-heads": "en_de_attn_heads", "joint": "joint"}
+
+
+def default_heads_model(student: str | None) -> Path | None:
+    """models/<student> when its config.json declares proposal heads, else None."""
+    if student is None:
+        return None
+    path = REPO_ROOT / "models" / student
+    try:
+        return path if json.loads((path / "config.json").read_text()).get("heads") else None
+    except (OSError, ValueError):
+        return None
+
+
+def _names(value: str | None, known: tuple[str, ...], flag: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    names = tuple(v.strip() for v in value.split(",") if v.strip())
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise SystemExit(f"{flag}: {', '.join(unknown) or 'nothing given'}; expected some of {', '.join(known)}")
+    return names
 
 
 def make_plan(args) -> planning.Plan:
@@ -73,7 +116,11 @@ def make_plan(args) -> planning.Plan:
     if args.repeats:
         sizes["repeats"] = args.repeats
     threads = sorted({int(t) for t in args.threads.split(",")})
-    return planning.Plan(threads=threads, every_config=args.every_config, quick=args.quick, **sizes)
+    from bench.systems import STRATEGIES
+
+    return planning.Plan(threads=threads, every_config=args.every_config, quick=args.quick,
+                         strategies=_names(args.strategies, STRATEGIES, "--strategies"),
+                         precisions=_names(args.precisions, ("int8", "float32"), "--precisions"), **sizes)
 
 
 def environment() -> dict:
@@ -170,6 +217,28 @@ def prepare_models(args, systems, skip) -> dict:
     return prepared
 
 
+def prepare_heads_models(args, skip) -> dict:
+    """role -> the same entry as prepare_models gives, for the models with proposal heads:
+    run at the precision the directory has (its heads are stored at it; no twin is made)."""
+    prepared = {}
+    for role, attr in HEADS_ROLES.items():
+        path = getattr(args, attr)
+        reason = models.availability(path, arch="transformer") if path is not None else \
+            f"no model directory with proposal heads given (--{role})"
+        if reason is None and models.proposal_heads(path) == 0:
+            reason = f"{path}/config.json has no proposal heads (field 'heads')"
+        if reason:
+            skip(f"blockwise on {role}", reason)
+            continue
+        precision = "int8" if json.loads((Path(path) / "config.json").read_text()).get("quantization") else "float32"
+        prepared[role] = {"dirs": {precision: Path(path)}, "notes": {precision: str(path)},
+                          "shortlist": (Path(path) / "shortlist.bin").is_file(),
+                          "spm": Path(path) / "spm.model", "path": str(path),
+                          "heads": models.proposal_heads(path)}
+        print(f"{role}: {path} ({precision}, {prepared[role]['heads']} proposal heads)", flush=True)
+    return prepared
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     plan = make_plan(args)
@@ -187,13 +256,15 @@ def main(argv=None) -> dict:
         print(f"  not run: {what}: {reason}", flush=True)
 
     prepared = prepare_models(args, systems, skip)
+    if "heads" in systems:
+        prepared.update(prepare_heads_models(args, skip))
 
     # ---- data: every model's own tokenisation of the test sets
     test_sets, sources_files, source_lengths = {}, {}, {}
     try:
         test_sets["multi30k"] = data.multi30k_test(plan.n)
     except ValueError as err:  # export.data.DataError: missing or malformed shared data
-        for role in ("en-de", "en-de-attn"):
+        for role in ("en-de", "en-de-attn", *HEADS_ROLES):
             if prepared.pop(role, None):
                 skip(f"every system on {role}", f"Multi30k test set unreadable: {err}")
     if "uk-gec" in prepared:
@@ -226,6 +297,13 @@ def main(argv=None) -> dict:
         if not p["shortlist"]:
             runner.skip(f"pyfastdec {role} with shortlist", f"no shortlist.bin in {p['path']}")
         jobs += planning.pyfastdec_jobs(plan, role, p["dirs"], p["shortlist"], None if reason else str(args.drafter))
+    for role in HEADS_ROLES:
+        if role not in prepared:
+            continue
+        p = prepared[role]
+        if not p["shortlist"]:
+            runner.skip(f"pyfastdec {role} with shortlist", f"no shortlist.bin in {p['path']}")
+        jobs += planning.pyfastdec_jobs(plan, role, p["dirs"], p["shortlist"], None, planning.HEADS_STRATEGIES)
     if "uk-gec" in prepared:
         p = prepared["uk-gec"]
         if not p["shortlist"]:
@@ -238,13 +316,15 @@ def main(argv=None) -> dict:
         float_dir = prepared["en-de-attn"]["dirs"]["float32"]
         if "ct2" in systems:
             try:
-                ct2_dirs = {q: models.ctranslate2_model(float_dir, q) for q in ("int8", "float32")}
+                ct2_dirs = {q: models.ctranslate2_model(float_dir, q) for q in ("int8", "float32")
+                            if plan.precisions is None or q in plan.precisions}
             except Exception as err:  # noqa: BLE001
                 runner.skip("CTranslate2", f"conversion failed: {err!r}")
                 ct2_dirs = None
             if ct2_dirs:
                 ct2_settings = probe_ct2(runner, plan, ct2_dirs)
                 jobs += planning.ct2_jobs(plan, ct2_dirs, ct2_settings["choices"])
+                jobs += ct2_vmap_jobs(runner, plan, float_dir, ct2_dirs, ct2_settings["choices"])
         if "onnx" in systems:
             onnx_dirs = {}
             for precision in ("float32", "int8"):
@@ -268,15 +348,17 @@ def main(argv=None) -> dict:
         n_gec = max(r["sentences"] for r in rows if r["dataset"] == "uagec")
         baselines["uagec"] = bleu_chrf(test_sets["uagec"].sources[:n_gec], references["uagec"][:n_gec])
     results.add_identical(rows)
+    results.add_lossless_check(rows)
     results.add_ratios(rows)
+    results.add_decoder_loop(rows)
     env["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     env["torch_isa"] = next((r["engine"].get("isa") for r in rows if r["system"] == "torch"), None)
     report_data = {
         "started": started, "finished": datetime.datetime.now().isoformat(timespec="seconds"),
         "command": [sys.executable, "-m", "bench.run"] + list(argv if argv is not None else sys.argv[1:]),
         "environment": env, "plan": vars(plan),
-        "models": {role: {"path": p["path"], "precisions": p["notes"], "shortlist": p["shortlist"]}
-                   for role, p in prepared.items()},
+        "models": {role: {"path": p["path"], "precisions": p["notes"], "shortlist": p["shortlist"],
+                          "heads": p.get("heads", 0)} for role, p in prepared.items()},
         "ct2_settings": ct2_settings.get("report"), "noise": results.noise(rows), "baselines": baselines,
         "not_run": runner.not_run, "rows": rows}
     made = [plots.quality_vs_latency(rows, out / "quality_vs_latency.png"),
@@ -290,6 +372,18 @@ def main(argv=None) -> dict:
     print(f"wrote {out}/report.md, results.json, {', '.join(report_data['plots'])} "
           f"({time.perf_counter() - runner.start:.0f} s)", flush=True)
     return saved
+
+
+def ct2_vmap_jobs(runner: Runner, plan, float_dir: Path, ct2_dirs: dict, choices: dict) -> list:
+    """CTranslate2 int8 greedy with the vocabulary map of en-de-attn's shortlist."""
+    if "int8" not in ct2_dirs:
+        return []
+    try:
+        vmap_dir = models.ctranslate2_vmap_model(float_dir, ct2_dirs["int8"], "int8")
+    except Exception as err:  # noqa: BLE001 - a missing shortlist is a reason, not a crash
+        runner.skip("CTranslate2 int8 with vocabulary map", f"{err}")
+        return []
+    return planning.ct2_jobs(plan, {"int8": vmap_dir}, choices, strategies=("greedy",), vmap=True)
 
 
 def probe_ct2(runner: Runner, plan, ct2_dirs: dict) -> dict:

@@ -11,8 +11,11 @@ it gets the batch's largest (identical at batch 1).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
-STRATEGIES = ("greedy", "beam5", "gad", "gad++", "iad")
+from bench.vmap import VMAP_FILE
+
+STRATEGIES = ("greedy", "beam5", "gad", "gad++", "iad", "blockwise", "blockwise-all")
 GADPP_BETA, GADPP_TAU = 3, 1.0  # GAD++ quality setting of Xia et al. (2022)
 BEAM = 5
 
@@ -32,8 +35,9 @@ def _add_stats(counters: dict, stats) -> None:
 
 
 def _strategy(name: str, backend, drafter):
-    from pyfastdec.decoding import beam_search, gad, gad_plus, greedy, iad
+    from pyfastdec.decoding import beam_search, blockwise, gad, gad_plus, greedy, iad
     from pyfastdec.decoding.draft_length import AdaptiveDraftLength
+    from pyfastdec.decoding.source_draft_length import SourceDraftLength
 
     # As pyfastdec.Translator runs GAD: one draft-length policy for the whole run, so
     # the costs it measures on early batches steer the later ones.
@@ -52,6 +56,14 @@ def _strategy(name: str, backend, drafter):
         return lambda batch: gad_plus(backend, drafter, batch, beta=GADPP_BETA, tau=GADPP_TAU, policy=policy)
     if name == "iad":
         return lambda batch: iad(backend, batch)
+    if name == "blockwise":
+        # What users get (Translator, fastdec): one cost policy for the whole run, which
+        # verifies as many of the K proposals as pay, down to plain greedy steps.
+        heads_policy = SourceDraftLength(backend.proposal_heads)
+        return lambda batch: blockwise(backend, batch, policy=heads_policy)
+    if name == "blockwise-all":
+        # All K proposals verified every iteration: the heads' raw tokens per iteration.
+        return lambda batch: blockwise(backend, batch, policy=None)
     raise ValueError(f"unknown strategy {name!r}; expected one of {STRATEGIES}")
 
 
@@ -74,6 +86,8 @@ def load_pyfastdec(spec) -> Runner:
     backend = NativeBackend(spec["path"], threads=spec["threads"], shortlist=spec["shortlist"])
     if spec["shortlist"] and backend.shortlist is None:
         raise ValueError(f"{spec['path']}: no shortlist.bin")
+    if spec["strategy"].startswith("blockwise") and not backend.proposal_heads:
+        raise ValueError(f"{spec['path']}: no proposal heads (config.json field 'heads')")
     drafter = None
     if spec["strategy"] in ("gad", "gad++"):
         # The drafter uses its own shortlist.bin (if any) whenever the verifier uses one.
@@ -120,6 +134,11 @@ def load_ct2(spec) -> Runner:
     if spec["strategy"] not in ("greedy", "beam5"):
         raise ValueError(f"CTranslate2 runs greedy and beam5, not {spec['strategy']!r}")
     inter = spec["inter"]
+    # The vocabulary map (vmap.txt in the model directory, bench/vmap.py) restricts the
+    # output layer to the candidates of the batch's source tokens, as our shortlist does.
+    use_vmap = bool(spec.get("vmap"))
+    if use_vmap and not (Path(spec["path"]) / VMAP_FILE).is_file():
+        raise ValueError(f"{spec['path']}: no {VMAP_FILE} for use_vmap")
 
     def decode(batch):
         # The converter sets add_source_eos, so CTranslate2 gets the pieces without EOS.
@@ -127,11 +146,11 @@ def load_ct2(spec) -> Runner:
         # With inter_threads > 1 one call is split into sub-batches its workers decode in
         # parallel; min_decoding_length=0 allows the empty output greedy allows.
         results = translator.translate_batch(
-            tokens, beam_size=beam, max_batch_size=max(1, -(-len(batch) // inter)),
+            tokens, beam_size=beam, max_batch_size=max(1, -(-len(batch) // inter)), use_vmap=use_vmap,
             min_decoding_length=0, max_decoding_length=max(default_max_len(len(s)) for s in batch))
         return [[sp.piece_to_id(p) for p in r.hypotheses[0]] for r in results]
     return Runner(decode=decode, info={"version": ctranslate2.__version__, "beam_size": beam,
-                                       "length_penalty": 1.0})
+                                       "length_penalty": 1.0, "use_vmap": use_vmap})
 
 
 LOADERS = {"pyfastdec": load_pyfastdec, "ct2": load_ct2, "onnx": load_onnx, "torch": load_torch}
