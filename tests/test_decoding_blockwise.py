@@ -243,6 +243,27 @@ def test_heads_that_do_not_pay_are_switched_off(batch):
     assert machine.spent <= 1.05 * greedy_machine.spent
 
 
+def test_probes_that_keep_failing_come_ever_less_often():
+    """While probes keep finding junk heads not paying, the gap to the next probe doubles,
+    up to MAX_PROBE_GAP x probe_every (probing every probe_every steps cost ~4 % at batch 1)."""
+    machine = Junk(heads_are_dear, heads=4, errors=0.0)
+    policy = SourceDraftLength(4, cost_model=heads_are_dear, probe_every=8)
+    ran: list[bool] = []  # per step: did the heads run?
+    step = machine.step
+
+    def recording(state, tokens, want=None):
+        ran.append(want is not None and want.proposals is not None)
+        return step(state, tokens, want)
+
+    machine.step = recording
+    for s in sources_for_tests(400, seed=72):
+        blockwise(machine, [s[:-1] * 4 + [EOS]], policy=policy)
+    probes = [i for i in range(1, len(ran)) if ran[i] and not ran[i - 1]]
+    gaps = np.diff(probes)[3:]  # after the first probes and plain-step measurements
+    assert len(gaps) >= 5 and gaps.max() <= 16 * 8 + 8
+    assert gaps[-1] >= 8 * 8 and (np.diff(gaps) >= -8).all()  # grows, and stays up
+
+
 @pytest.mark.parametrize("batch", [1, 8])
 def test_heads_that_pay_draft_every_step(batch):
     expected, outs, greedy_machine, machine = charged_runs(Charged, heads_are_cheap, batch)

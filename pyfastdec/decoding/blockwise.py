@@ -19,7 +19,7 @@ not free: each adds its two linears and an output-layer row per row to the step 
 on (all four: ~+60 % of a step at batch 1 on the shipped en-de), so a step runs only as
 many heads as the policy will verify next (Want.heads). Where the best verification rate
 does not beat a plain step's, the policy switches them off: the loop runs plain greedy
-steps in a tight loop (draft_verify._plain_steps), probing every `probe_every` steps with
+steps in a tight loop (draft_verify._plain_steps), probing after `probe_every` steps (more while probes fail) with
 a full block so that acceptance keeps being measured. Heads that do not pay cost ~greedy's
 time.
 """

@@ -29,8 +29,12 @@ and simulations that must not depend on the machine.
 Blockwise (decoding/blockwise.py) uses the same policy with k_max = its K heads, plus
 plain_steps(): the heads cost work on every step they run on, so where no verification
 beats a plain step the policy asks for runs of plain greedy steps (heads off), probes
-every `probe_every` plain steps with a full block, and, while drafting, re-measures plain
+after `probe_every` plain steps with a full block, and, while drafting, re-measures plain
 steps every `probe_every` steps, so that one bad measurement cannot settle the choice.
+Each probe that finds the heads still not paying doubles the gap to the next (up to
+MAX_PROBE_GAP times probe_every): a probe costs about five plain steps at batch 1 (all K
+heads, then a full block verified), which at every 128 steps kept heads that never pay
+~4 % slower than greedy; the first probe after drafting paid is again at probe_every.
 Acceptance counts also fade during plain runs (PLAIN_STEPS_PER_FADE).
 """
 from __future__ import annotations
@@ -66,6 +70,7 @@ class SourceDraftLength:
     # runs per batch size before it is trusted.
     PLAIN_MEASURE, MIN_PLAIN_POINTS = 2, 3
     PRIOR, PRIOR_ROWS = 0.8, 2.0
+    MAX_PROBE_GAP = 16  # the gap between probes grows to at most this many times probe_every
 
     def __init__(self, k_max: int, window: int = 64, decay: float = 0.98, revisit: int = 16,
                  cost_model: Optional[Callable[[int, bool], float]] = None, probe_every: int = 128):
@@ -87,6 +92,8 @@ class SourceDraftLength:
         self._plain_since_probe = 0
         self._drafted_since_plain = 0
         self._probing = False  # the next choice verifies a full block (a probe after plain steps)
+        self._probe_gap = probe_every  # plain steps before the next probe (grows while probes fail)
+        self._probe_judged = True  # the last probe's outcome has been weighed
         self._tabulate()
 
     # ---- iteration timing
@@ -167,17 +174,22 @@ class SourceDraftLength:
         if self._probe_due:
             self._probe_due -= 1
             return 0
-        if self._plain_since_probe >= self.probe_every:
-            self._plain_since_probe, self._probe_due, self._probing = 0, 1, True
+        if self._plain_since_probe >= self._probe_gap:
+            self._plain_since_probe, self._probe_due, self._probing, self._probe_judged = 0, 1, True, False
             return 0
         plain = rows / self._plain_seconds(rows)
-        if any(rows * self._expected[k] / self._verify_seconds(rows, 1 + k) > plain for k in self.candidates):
+        pays = any(rows * self._expected[k] / self._verify_seconds(rows, 1 + k) > plain for k in self.candidates)
+        if not self._probe_judged:  # the probe just ran: back to the base gap, or twice the last
+            self._probe_gap = self.probe_every if pays else min(2 * self._probe_gap,
+                                                                self.MAX_PROBE_GAP * self.probe_every)
+            self._probe_judged = True
+        if pays:
             self._drafted_since_plain += 1
             if self._drafted_since_plain < self.probe_every:
                 return 0
             self._drafted_since_plain = 0
             return self.PLAIN_MEASURE
-        return self.probe_every - self._plain_since_probe
+        return self._probe_gap - self._plain_since_probe
 
     def plain_ran(self, rows: int, steps: int, seconds: float) -> None:
         """A run of plain steps (plain_steps) took `seconds` for `steps` steps of (at first)
