@@ -12,7 +12,9 @@ to --runs (outside the repository); only the final model directories go to --mod
   teacher-en-de  train the teacher (recipe teacher-en-de), write runs/models/teacher-en-de
   distill-en-de  beam-5 translations of the training sources by that teacher (native engine)
   en-de          student-en-de-ssru from the teacher (--init), on the distilled targets;
-                 int8 (activation scales calibrated on val) + IBM-1 shortlist
+                 int8 (activation scales calibrated on val) + IBM-1 shortlist; then its
+                 blockwise proposal heads (export.train_heads, verifier frozen, on its own
+                 greedy outputs of the training sources)
   en-de-attn     the same student with an attention decoder
   en-de-drafter  the NAT block drafter, from the teacher, on the distilled targets; int8,
                  en-de's shortlist; block size chosen on val with en-de as verifier
@@ -30,7 +32,7 @@ import shutil
 import time
 from pathlib import Path
 
-from . import choose_block, distill, shortlist, train, uagec, write
+from . import choose_block, distill, shortlist, train, train_heads, uagec, write
 from .data import corpus_path
 from .recipes import get_recipe
 
@@ -38,6 +40,9 @@ REPO = Path(__file__).resolve().parents[1]
 # The recipe (export/recipes.py) each trained model comes from.
 RECIPE_OF = {"teacher-en-de": "teacher-en-de", "en-de": "student-en-de-ssru", "en-de-attn": "student-en-de-attn",
              "en-de-drafter": "drafter-en-de", "uk-gec": "uk-gec"}
+# Proposal heads trained into a model after it is written: K heads, training steps
+# (3,000 steps of 256 positions: about 20 CPU minutes after the greedy outputs and states).
+HEADS = {"en-de": (4, 3000)}
 # Training budgets in minutes per recipe (all runs of a stage together; 2 cores).
 MINUTES = {"teacher-en-de": 150, "student-en-de-ssru": 25, "student-en-de-attn": 25, "drafter-en-de": 25,
            "uk-gec": 90}
@@ -49,13 +54,15 @@ def log(msg: str) -> None:
 
 class Builder:
     """recipes: model name -> recipe (RECIPE_OF); train_args: extra export.train arguments
-    (tests pass --max-steps)."""
+    (tests pass --max-steps); heads: model name -> (K, steps) of its proposal heads (HEADS)."""
 
     def __init__(self, runs: Path, models: Path, threads: int, minutes: dict[str, float],
-                 recipes: dict[str, str] | None = None, train_args: tuple[str, ...] = ()):
+                 recipes: dict[str, str] | None = None, train_args: tuple[str, ...] = (),
+                 heads: dict[str, tuple[int, int]] | None = None):
         self.runs, self.models, self.threads, self.minutes = runs, models, threads, minutes
         self.recipes = dict(recipes or RECIPE_OF)
         self.train_args = list(train_args)
+        self.heads_of = dict(HEADS if heads is None else heads)
 
     # ------------------------------------------------------------------ stages
     def train(self, name: str, *extra: str) -> Path:
@@ -135,7 +142,26 @@ class Builder:
             log(f"shortlist for {name}")
             shortlist.main(["--src", str(corpus_path("train", "en", "multi30k")), "--tgt", str(targets),
                             "--spm", str(out / "spm.model"), "--out", str(out / "shortlist.bin")])
+        if name in self.heads_of:
+            out = self.heads(out, name)
         return out
+
+    def heads(self, plain: Path, name: str) -> Path:
+        """`plain` with its proposal heads (HEADS), trained on its own greedy outputs of the
+        training sources; the run (greedy outputs, cached states, checkpoints) resumes."""
+        count, steps = self.heads_of[name]
+        staging = plain.with_name(plain.name + ".heads.tmp")
+        held_out = min(500, sum(1 for _ in corpus_lines("train", "en")) // 10)  # the rest trains
+        log(f"proposal heads for {name}")
+        rc = train_heads.main([str(plain), "--sources", str(corpus_path("train", "en", "multi30k")),
+                               "--run", str(self.runs / f"heads-{name}"), "--out", str(staging),
+                               "--heads", str(count), "--steps", str(steps), "--held-out", str(held_out),
+                               "--threads", str(self.threads)])
+        if rc != 0:
+            raise RuntimeError(f"export.train_heads failed for {name} (exit {rc})")
+        shutil.rmtree(plain)
+        staging.rename(plain)
+        return plain
 
     def uk_gec(self) -> Path:
         log(f"UA-GEC corpus: {uagec.ensure_corpus()}")  # extracted from the ua-gec package if missing

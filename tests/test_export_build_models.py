@@ -7,7 +7,7 @@ import torch
 
 from export.build_models import Builder, choose_checkpoint
 from pyfastdec.backends.native import NativeBackend
-from pyfastdec.decoding import gad, greedy
+from pyfastdec.decoding import blockwise, gad, greedy
 
 from test_export_train import corpus  # noqa: F401  (fixture)
 
@@ -19,7 +19,8 @@ TINY = {"teacher-en-de": "test-tiny", "en-de": "test-tiny-ssru", "en-de-attn": "
 
 def test_builds_the_en_de_family(corpus, tmp_path):  # noqa: F811
     runs, models = tmp_path / "runs", tmp_path / "models"
-    builder = Builder(runs, models, threads=1, minutes={}, recipes=TINY, train_args=("--max-steps", "4"))
+    builder = Builder(runs, models, threads=1, minutes={}, recipes=TINY, train_args=("--max-steps", "4"),
+                      heads={"en-de": (2, 20)})
     student = builder.build("en-de")
     drafter = builder.build("en-de-drafter")
     n_train = len((runs / "distill" / "train.de").read_text().splitlines())
@@ -29,12 +30,15 @@ def test_builds_the_en_de_family(corpus, tmp_path):  # noqa: F811
         assert config["quantization"]["weights"] == "int8"
         assert (path / "spm.model").read_bytes() == (runs / "test-tiny" / "spm.model").read_bytes()
     assert (drafter / "shortlist.bin").read_bytes() == (student / "shortlist.bin").read_bytes()
+    assert json.loads((student / "config.json").read_text())["heads"] == {"count": 2, "hidden": 32}
+    assert json.loads((runs / "heads-en-de" / "eval.json").read_text())["blockwise_check"]["equal_to_greedy"] == 8
     assert json.loads((drafter / "config.json").read_text())["block_size"] in (2, 3)  # chosen on val
     assert not list(models.glob("*.tmp"))
     # the built pair works together: GAD gives the student's greedy output
     verifier, draft = NativeBackend(student, threads=1), NativeBackend(drafter, threads=1)
     src = [[5, 6, 7, 8, 3], [9, 10, 3]]
     assert gad(verifier, draft, src)[0] == greedy(verifier, src)[0]
+    assert blockwise(verifier, src, policy=None)[0] == greedy(verifier, src)[0]
     # a second call finds everything built and trains nothing more
     steps = json.loads((runs / "test-tiny-ssru" / "results.json").read_text())["steps"]
     builder.build("en-de")

@@ -1,7 +1,9 @@
 """The lossless strategies on the shipped models and real sentences, in the default suite:
 GAD and GAD++ (beta 1, tau 0) with models/en-de-drafter give exactly greedy's outputs
 from models/en-de (int8, lexical shortlist, SSRU decoder) on 64 Multi30k test sentences
-at batch sizes 1, 7 and 32; IAD gives exactly greedy's outputs from models/uk-gec on 64
+at batch sizes 1, 7 and 32; so does blockwise on en-de's own proposal heads, with every
+proposal verified, with caps that change per iteration and with the default policy, at 1
+and 2 threads; IAD gives exactly greedy's outputs from models/uk-gec on 64
 UA-GEC test sentences. The drafts are partly accepted and partly rejected, so a
 verify/rollback bug changes outputs here (the full test sets: test_trained_models.py,
 pytest -m slow)."""
@@ -13,7 +15,8 @@ import pytest
 
 from export.data import load_pairs
 from pyfastdec.backends.native import NativeBackend
-from pyfastdec.decoding import gad, gad_plus, greedy, iad
+from pyfastdec.decoding import blockwise, gad, gad_plus, greedy, iad
+from pyfastdec.decoding.draft_length import FixedDraftLength
 from pyfastdec.text import Tokenizer
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -58,6 +61,20 @@ def test_gad_on_the_shipped_models_is_greedy(en_de, batch_size):
                                         batch_size)
     assert outs == expected, first_difference(outs, expected)
     assert accepted_plus == accepted
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("batch_size", [1, 7, 32])
+def test_blockwise_on_the_shipped_model_is_greedy(en_de, batch_size, threads):
+    _, _, sources, expected = en_de
+    verifier = NativeBackend(MODELS / "en-de", threads=threads, shortlist=True)
+    k = verifier.proposal_heads
+    assert k >= 2  # models/en-de ships with proposal heads
+    for policy in (None, FixedDraftLength(k, [k, 1, 0, 2]), "auto"):
+        outs, accepted, drafted = in_batches(lambda b: blockwise(verifier, b, policy=policy), sources, batch_size)
+        assert outs == expected, first_difference(outs, expected)
+        if policy is None:
+            assert 0 < accepted < drafted
 
 
 def uagec_test_head(n: int) -> list[str]:
