@@ -27,20 +27,33 @@ def fake_dir(path: str, heads=None):
 
 @pytest.fixture(scope="module")
 def alone():
-    """The shipped En-De verifier without its drafter."""
+    """The shipped En-De verifier (with its proposal heads) without its drafter."""
     return Translator(MODELS / "en-de", threads=1)
 
 
-def test_a_model_without_drafter_translates_greedily(alone):
-    assert alone.strategy.algo == "greedy" and "no drafter" in alone.strategy.reason
-    out, stats = alone.translate(SOURCES, return_stats=True)
-    assert out == alone.translate(SOURCES, algo="greedy")
+def test_a_model_with_heads_runs_blockwise_with_greedys_output(alone):
+    assert alone.strategy.algo == "blockwise" and "4 proposal heads" in alone.strategy.reason
+    out = alone.translate(SOURCES)
+    assert out == alone.translate(SOURCES, algo="greedy") and len(set(out)) == len(out)
+
+
+def test_a_model_without_heads_or_drafter_translates_greedily():
+    plain = Translator(MODELS / "en-de-attn", threads=1)
+    assert plain.strategy.algo == "greedy" and "no drafter" in plain.strategy.reason
+    out, stats = plain.translate(SOURCES, return_stats=True)
+    assert out == plain.translate(SOURCES, algo="greedy")
     assert len(set(out)) == len(out) and stats.drafted == 0
 
 
-def test_the_packaged_pair_runs_gad_with_greedys_output(alone):
+def test_a_drafter_without_heads_runs_gad_with_greedys_output():
+    attn = Translator(MODELS / "en-de-attn", MODELS / "en-de-drafter", threads=1)
+    assert attn.strategy.algo == "gad" and "drafter" in attn.strategy.reason
+    assert attn.translate(SOURCES) == attn.translate(SOURCES, algo="greedy")
+
+
+def test_the_packaged_pair_prefers_the_heads(alone):
     both = Translator(threads=1)
-    assert both.strategy.algo == "gad" and "drafter" in both.strategy.reason
+    assert both.strategy.algo == "blockwise"
     assert both.translate(SOURCES) == alone.translate(SOURCES, algo="greedy")
 
 
@@ -75,11 +88,13 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 def test_cli_info_says_which_strategy_runs_and_why(alone):
     done = run_cli("info", "-m", str(MODELS / "en-de"))
     assert done.returncode == 0, done.stderr
-    assert f"strategy of `fastdec translate -m {MODELS / 'en-de'}`: greedy (" in done.stdout.decode()
-    done = run_cli("info", "-m", str(MODELS / "en-de"), "--drafter", str(MODELS / "en-de-drafter"))
+    assert f"strategy of `fastdec translate -m {MODELS / 'en-de'}`: blockwise (" in done.stdout.decode()
+    done = run_cli("info", "-m", str(MODELS / "en-de-attn"))
+    assert f"strategy of `fastdec translate -m {MODELS / 'en-de-attn'}`: greedy (" in done.stdout.decode()
+    done = run_cli("info", "-m", str(MODELS / "en-de-attn"), "--drafter", str(MODELS / "en-de-drafter"))
     assert ": gad (a drafter" in done.stdout.decode()
     plain = run_cli("info").stdout.decode()
-    assert "strategy of `fastdec translate`: gad (" in plain and "strategy of `fastdec correct`: iad (" in plain
+    assert "strategy of `fastdec translate`: blockwise (" in plain and "strategy of `fastdec correct`: iad (" in plain
     done = run_cli("info", "--drafter", str(MODELS / "en-de-drafter"))
     assert done.returncode == 2 and "--drafter needs -m MODEL" in done.stderr.decode()
 
