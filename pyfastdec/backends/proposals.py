@@ -26,9 +26,10 @@ def check_proposals(want, tokens: np.ndarray, heads: int, model: object) -> np.n
     if lengths.shape != (rows,) or not np.issubdtype(lengths.dtype, np.integer):
         raise ValueError(f"step: Want.proposals must be integers [rows={rows}] (draft tokens per row), "
                          f"got {lengths.dtype} {list(lengths.shape)}")
-    bad = (lengths < 0) | (lengths > n - 1)
-    if bad.any():
-        b = int(np.argmax(bad))
+    # min/max of the list: at batch 1 numpy comparisons cost more than the rest of this check
+    values = lengths.tolist()
+    if values and (min(values) < 0 or max(values) > n - 1):
+        b = next(i for i, v in enumerate(values) if not 0 <= v <= n - 1)
         raise ValueError(f"step: Want.proposals[{b}] = {int(lengths[b])} draft tokens, outside [0, {n - 1}] "
                          f"(tokens[:, 1:] hold the drafts)")
     return np.ascontiguousarray(lengths, dtype=np.int64)

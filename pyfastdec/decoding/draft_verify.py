@@ -74,6 +74,12 @@ def accept_argmax(out: StepOut, drafts: np.ndarray, lengths: np.ndarray):
     Position i of the step scores the token after input i, so d(i+1) is checked against
     argmax[:, i]; the token after the accepted prefix is argmax[:, j]."""
     argmax = out.argmax
+    if len(lengths) == 1:  # batch 1: plain Python beats five numpy calls on [1, w] arrays
+        row, draft, n = argmax[0].tolist(), drafts[0].tolist(), int(lengths[0])
+        j = 0
+        while j < n and draft[j] == row[j]:
+            j += 1
+        return np.array([j], dtype=np.int64), np.array([row[j]], dtype=np.int64)
     j = _prefix_length(drafts == argmax[:, :-1], lengths)
     return j, argmax[np.arange(len(j)), j]
 
