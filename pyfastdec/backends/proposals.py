@@ -23,7 +23,7 @@ def check_proposals(want, tokens: np.ndarray, heads: int, model: object) -> np.n
         raise ValueError(f"step: Want.heads = {want.heads!r}, outside [0, {heads}] (0: all {heads} proposal heads of {model})")
     lengths = np.asarray(want.proposals)
     rows, n = tokens.shape
-    if lengths.shape != (rows,) or not np.issubdtype(lengths.dtype, np.integer):
+    if lengths.shape != (rows,) or lengths.dtype.kind not in "iu":
         raise ValueError(f"step: Want.proposals must be integers [rows={rows}] (draft tokens per row), "
                          f"got {lengths.dtype} {list(lengths.shape)}")
     # min/max of the list: at batch 1 numpy comparisons cost more than the rest of this check
