@@ -19,9 +19,9 @@ not free: each adds its two linears and an output-layer row per row to the step 
 on (all four: ~+60 % of a step at batch 1 on the shipped en-de), so a step runs only as
 many heads as the policy will verify next (Want.heads). Where the best verification rate
 does not beat a plain step's, the policy switches them off: the loop runs plain greedy
-steps in a tight loop (draft_verify._plain_steps), probing after `probe_every` steps (more while probes fail) with
-a full block so that acceptance keeps being measured. Heads that do not pay cost ~greedy's
-time.
+steps in a tight loop (draft_verify._plain_steps), probing with a full block after
+`probe_every` steps (ever less often while probes keep failing) so that acceptance keeps
+being measured. Heads that do not pay cost ~greedy's time.
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class _HeadDrafts:
     def plain_steps(self) -> int:
         """How many plain greedy steps the loop should run now (0: a step that verifies
         this iteration's drafts and runs the heads). Heads cost every step they run on
-        (K output-layer rows per row), so where drafting does not pay the policy switches
+        (their linears and an output-layer row per row each), so where drafting does not pay the policy switches
         them off for a run of plain steps; without a policy they always run."""
         steps = self.policy.plain_steps(len(self.blocks)) if self.policy is not None else 0
         if steps:
