@@ -275,7 +275,7 @@ def run(args) -> int:
     torch.set_num_threads(args.threads)
     out = args.out or args.model_dir.with_name(args.model_dir.name + "-joint")
     run_dir = args.run or out.with_name(out.name + ".run")
-    if args.minutes < 0 or args.steps < 0 or args.limit < 0 or args.held_out < 1 or args.batch_tokens < 1 or args.heads < 1:
+    if min(args.minutes, args.steps, args.limit) < 0 or min(args.held_out, args.batch_tokens, args.heads) < 1:
         raise ValueError("--minutes, --steps and --limit must be >= 0; --held-out, --batch-tokens and --heads >= 1")
     if out.resolve() == args.model_dir.resolve():
         raise ValueError(f"--out {out}: must differ from MODEL_DIR (the result is a new model)")
