@@ -20,7 +20,8 @@ def check_proposals(want, tokens: np.ndarray, heads: int, model: object) -> np.n
     if not want.argmax:
         raise ValueError("step: Want.proposals needs argmax=True (the accepted position is found from the argmax)")
     if not isinstance(want.heads, (int, np.integer)) or not 0 <= want.heads <= heads:
-        raise ValueError(f"step: Want.heads = {want.heads!r}, outside [0, {heads}] (0: all {heads} proposal heads of {model})")
+        raise ValueError(f"step: Want.heads = {want.heads!r}, outside [0, {heads}] "
+                         f"(0: all {heads} proposal heads of {model})")
     lengths = np.asarray(want.proposals)
     rows, n = tokens.shape
     if lengths.shape != (rows,) or lengths.dtype.kind not in "iu":
