@@ -11,6 +11,8 @@ import pytest
 
 ray = pytest.importorskip("ray")  # the [ray] extra; these tests are slow and run with -m slow
 
+from child_python import PACKAGE_ROOT  # noqa: E402
+
 from pyfastdec import Translator, cli  # noqa: E402
 from pyfastdec import ray as fastdec_ray  # noqa: E402
 from pyfastdec import ray_cli  # noqa: E402
@@ -31,8 +33,9 @@ def numbered_lines(n: int) -> list[str]:
 def cluster(tmp_path_factory):
     crash = tmp_path_factory.mktemp("crash") / "hook"
     saved = {k: os.environ.get(k) for k in ("PYTHONPATH", fastdec_ray.CRASH_ONCE_ENV)}
-    # Actors import this checkout's pyfastdec (not an installed one), and see the test hook.
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), saved["PYTHONPATH"]) if p)
+    # Actors import the pyfastdec this process imports (installed, or this checkout built in
+    # place), and see the test hook.
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, saved["PYTHONPATH"]) if p)
     os.environ[fastdec_ray.CRASH_ONCE_ENV] = str(crash)
     ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
     ray.data.DataContext.get_current().enable_progress_bars = False

@@ -5,11 +5,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from child_python import NEUTRAL_CWD, child_env
+
+MODEL = Path(__file__).resolve().parents[1] / "models" / "en-de"
 
 
 def python(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    """Runs outside the checkout with this process's pyfastdec (installed or built in place)."""
+    return subprocess.run([sys.executable, "-c", code], cwd=NEUTRAL_CWD, env=child_env(), capture_output=True,
+                          text=True, timeout=120)
 
 
 def test_pyfastdec_and_its_cli_do_not_import_ray():
@@ -32,7 +36,7 @@ def test_without_ray_fastdec_ray_is_one_line_naming_the_extra(tmp_path):
     src.write_text("A man.\n")
     r = python("import sys; sys.modules['ray'] = None\n"
                "from pyfastdec import cli\n"
-               f"sys.exit(cli.main(['translate', '-m', 'models/en-de', '--ray', '-i', {str(src)!r}, "
+               f"sys.exit(cli.main(['translate', '-m', {str(MODEL)!r}, '--ray', '-i', {str(src)!r}, "
                f"'-o', {str(tmp_path / 'out.txt')!r}]))")
     assert r.returncode == 1
     assert r.stderr.strip().splitlines() == [
