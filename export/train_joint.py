@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from pyfastdec.model_dir import CONFIG_FILE, WEIGHTS_FILE, load_config_json
+from pyfastdec.model_dir import WEIGHTS_FILE
 
 from .batching import BucketBatcher
 from .calibrate import calibrate
@@ -194,9 +194,10 @@ def train(model: Seq2Seq, pairs: list[tuple[list[int], list[int]]], run: Path, a
 FROZEN = ("encoder.", "embed.")  # what --train decoder leaves as it was
 
 
-def write_result(model: Seq2Seq, model_dir: Path, spm_file: Path, out: Path, int8: bool,
+def write_result(model: Seq2Seq, model_dir: Path, spm_file: Path, out: Path, source_scales: dict | None,
                  pairs: list[tuple[list[int], list[int]]], frozen_encoder: bool) -> Path:
-    """--out, written to a temporary directory first so no half-written model takes the name.
+    """--out, written to a temporary directory first so no half-written model takes the name;
+    int8 when MODEL_DIR is (source_scales: its activation multipliers, None if float32).
     With a frozen encoder, its stored tensors and activation scales are MODEL_DIR's own:
     re-quantising the dequantised weights moves their scales by an ulp, and scales
     calibrated on other sentences would change what the engine's encoder computes."""
@@ -206,10 +207,10 @@ def write_result(model: Seq2Seq, model_dir: Path, spm_file: Path, out: Path, int
 
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
+    int8 = source_scales is not None
     scales = calibrate(model, pairs) if int8 else None
     if scales and frozen_encoder:
-        before = load_config_json(model_dir / CONFIG_FILE)["quantization"]["activation_scales"]
-        scales = {n: before[n] if n.startswith(FROZEN) else v for n, v in scales.items()}
+        scales = {n: source_scales[n] if n.startswith(FROZEN) else v for n, v in scales.items()}
     calibration = {"data": "the first training pairs (source, MODEL_DIR greedy output)", "sentences": len(pairs),
                    "batch_size": 16} if int8 else None
     write_model_dir(model, spm_file, tmp, act_scales=scales, int8=int8, calibration=calibration)
@@ -284,7 +285,7 @@ def run(args) -> int:
     if (args.bleu_src is None) != (args.bleu_ref is None):
         raise ValueError("--bleu-src and --bleu-ref go together")
     model, spm_file = training_model(args.model_dir, args.dropout, args.heads, args.hidden)
-    int8 = bool(model.cfg.quantization)
+    source_scales = model.cfg.quantization["activation_scales"] if model.cfg.quantization else None
     model.cfg.quantization = None  # the float model trains; --out is quantised afresh
     shortlist = (args.model_dir / "shortlist.bin").exists()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -304,7 +305,7 @@ def run(args) -> int:
                  f"training {args.train} + {model.cfg.heads[0]} heads, budget {args.minutes:.0f} min")
     train(model, pairs, run_dir, args, settings)
 
-    write_result(model, args.model_dir, spm_file, out, int8, pairs[:1000], args.train == "decoder")
+    write_result(model, args.model_dir, spm_file, out, source_scales, pairs[:1000], args.train == "decoder")
     report = {"written": str(out), "blockwise_check": check_blockwise(out, src[split:], shortlist, args.threads, 32)}
     if args.bleu_src:
         report["greedy_bleu"] = {"MODEL_DIR": greedy_bleu(args.model_dir, args.bleu_src, args.bleu_ref, args.threads),
