@@ -330,6 +330,14 @@ def decode_line(raw: bytes, number: int) -> str:
     return text[1:] if number == 1 and text.startswith("\ufeff") else text  # a byte-order mark is no text
 
 
+def numbered_lines(data: bytes) -> list[Line]:
+    """A whole input's lines, numbered from 1 and checked (decode_line)."""
+    raws = data.split(b"\n")
+    if raws and raws[-1] == b"":
+        raws.pop()  # the newline ending the last line starts no new line
+    return [Line(n, decode_line(raw, n)) for n, raw in enumerate(raws, 1)]
+
+
 class InputLines:
     """The input as numbered lines. A file is read and checked whole (so it is known to be
     valid, and its length is known, before anything is translated); stdin is read as it
@@ -345,10 +353,7 @@ class InputLines:
             data = Path(path).read_bytes()
         except OSError as err:
             raise CliError(f"cannot read input {path}: {err.strerror or err}") from None
-        raws = data.split(b"\n")
-        if raws and raws[-1] == b"":
-            raws.pop()  # the newline ending the last line starts no new line
-        self.lines = [Line(n, decode_line(raw, n)) for n, raw in enumerate(raws, 1)]
+        self.lines = numbered_lines(data)
 
     @property
     def total(self) -> Optional[int]:

@@ -1,9 +1,9 @@
 """`fastdec translate --ray [ADDRESS] -i IN -o OUT` (and correct): a text file, or a
 directory of shards, decoded on a Ray cluster (pyfastdec.ray), resumable.
 
-The lines are read and checked here exactly as the one-machine CLI reads them
-(cli.InputLines: invalid UTF-8 named by line, a byte-order mark dropped, every file checked
-before anything runs), numbered, and cut into parts of PART_LINES lines. One Ray Dataset
+The lines are read and checked here exactly as the one-machine CLI reads a file
+(cli.numbered_lines: invalid UTF-8 named by line, a byte-order mark dropped; every file
+checked before anything runs), numbered, and cut into parts of PART_LINES lines. One Ray Dataset
 carries the lines of every part not done yet; outputs come back in whatever order the
 actors finish and are put in place by (shard, part, line), each line exactly once.
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from pyfastdec.cli import (EXIT_BAD_INPUT, CliError, DecodeOptions, InputLines, Line, ModelSpec, Progress,
+from pyfastdec.cli import (EXIT_BAD_INPUT, CliError, DecodeOptions, Line, ModelSpec, Progress, numbered_lines,
                            sigint_deferred, warn)
 
 try:
@@ -62,7 +62,7 @@ def _read_shard(source: Path, output: Path, label: str) -> Shard:
     except OSError as err:
         raise CliError(f"cannot read input {source}: {err.strerror or err}") from None
     try:
-        lines = InputLines(str(source)).lines
+        lines = numbered_lines(data)  # the bytes just hashed, not the file read again
     except CliError as err:
         raise CliError(f"{label}{err}", err.code) from None
     return Shard(source, output, label, lines, hashlib.sha256(data).hexdigest())
