@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 
 def default_max_len(src_len: int) -> int:
     """2 * len(source) + 10 output tokens (EOS not counted), where len(source) counts
@@ -17,8 +19,15 @@ def default_max_len(src_len: int) -> int:
     return 2 * src_len + 10
 
 
-def row_limits(src_ids: Sequence[Sequence[int]], max_len: int | None) -> list[int]:
-    """The output-token limit of every row: `max_len` if given, else default_max_len."""
+def row_limits(src_ids: Sequence[Sequence[int]], max_len: int | Sequence[int] | None) -> list[int]:
+    """The output-token limit of every row: `max_len` if given (one int for every row, or
+    one per row: Translator gives rows with a target prefix what the prefix leaves of
+    theirs), else default_max_len."""
+    if max_len is not None and not isinstance(max_len, (int, np.integer)):
+        limits = [int(n) for n in max_len]
+        if len(limits) != len(src_ids) or min(limits, default=1) < 1:
+            raise ValueError(f"max_len: expected one limit >= 1 per row ({len(src_ids)} rows), got {limits}")
+        return limits
     if max_len is not None:
         if int(max_len) < 1:
             raise ValueError(f"max_len must be >= 1 (output tokens, EOS not counted), got {max_len}")
