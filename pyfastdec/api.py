@@ -18,24 +18,28 @@ A single sentence longer than the model's max_source_len is cut between words
 """
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from pyfastdec.backends.base import Backend, Want
 from pyfastdec.backends.native import NativeBackend
-from pyfastdec.decoding import DecodeStats, beam_search, blockwise, gad, gad_plus, greedy, iad
+from pyfastdec.decoding import DecodeStats, beam_search, blockwise, default_max_len, gad, gad_plus, greedy, iad
 from pyfastdec.decoding.draft_length import AdaptiveDraftLength, DraftLengthPolicy
+from pyfastdec.decoding.prefix import PrefixedBackend, PrefixSource
+from pyfastdec.decoding.sampling import check_sampling, sample
 from pyfastdec.decoding.source_draft_length import SourceDraftLength
 from pyfastdec.default_strategy import StrategyChoice, default_strategy
 from pyfastdec.model_dir import ModelDir, ModelDirError
 from pyfastdec.runtime import check_threads, default_threads
 from pyfastdec.size_limits import MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK, MAX_N_BEST, check_size
-from pyfastdec.text import Tokenizer, clean_text, sentence_units
+from pyfastdec.text import Tokenizer, clean_text, cut_ids, sentence_units
+from pyfastdec.token_input import TEXT, as_kind, input_kind, token_ids
 
 ALGOS = ("greedy", "beam", "iad", "gad", "gad++", "blockwise")
 COMPUTE_TYPES = ("int8", "float32")
@@ -184,17 +188,58 @@ def forced_scores(backend: Backend, src_ids: list[list[int]], outs: list[list[in
     return [float(np.sum(logp[r, :len(out) + (r not in cut)], dtype=np.float64)) for r, out in enumerate(outs)]
 
 
-def _check_text(index: int, text) -> None:
+def _check_text(index: int, text, what: str = "input") -> None:
     """A TypeError or ValueError naming input `index` unless it is text that sentencepiece
     can take: a str encodable as UTF-8 (a lone surrogate, e.g. from decoding with
     errors="surrogateescape", is not; the CLI refuses such lines as invalid UTF-8 too)."""
     if not isinstance(text, str):
-        raise TypeError(f"translate: input {index} is {type(text).__name__}, expected str")
+        raise TypeError(f"translate: {what} {index} is {type(text).__name__}, expected str")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as err:
-        raise ValueError(f"translate: input {index}: lone surrogate {text[err.start]!r} at character {err.start} "
+        raise ValueError(f"translate: {what} {index}: lone surrogate {text[err.start]!r} at character {err.start} "
                          f"(expected text encodable as UTF-8)") from None
+
+
+@dataclass
+class _Unit:
+    """One sequence to decode: its input's index, source ids + EOS, the target prefix ids
+    it continues (the first unit of an input only) and its key in the sampling seed."""
+
+    input: int
+    src: list[int]
+    prefix: list[int]
+    seed: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class _Options:
+    """The checked options of one translate call (Translator._options)."""
+
+    algo: str  # one of ALGOS, or "sample"
+    beam_size: int
+    batch_size: int
+    n_best: int
+    scores: bool
+    block: Optional[int]
+    beta: int
+    tau: float
+    max_len: Optional[int]  # max_decoding_length
+    length_penalty: float
+    topk: int
+    temperature: float
+    seed: int
+
+
+class ScoredOutput(NamedTuple):
+    """One hypothesis of Translator.translate_scored: the output (its input's kind), the
+    summed log-prob of its tokens (EOS included when it ended there), how many tokens
+    that sum covers, and the score it is ranked by: logprob / tokens^length_penalty."""
+
+    output: object
+    logprob: float
+    tokens: int
+    score: float
 
 
 # ----------------------------------------------------------------------------- translator
@@ -244,26 +289,45 @@ class Translator:
         self.strategy: StrategyChoice = default_strategy(self.model_dir, self.drafter_dir, self._role, ALGOS)
 
     # ---- public
-    def translate(self, texts: Sequence[str] | str, algo: str | None = None, beam_size: int = 1,
-                  batch_size: int = 32, n_best: int = 1, return_scores: bool = False,
-                  return_stats: bool = False, block: int | None = None, beta: int = 1, tau: float = 0.0):
-        """Translate `texts` (a list of strings, or one string) in input order.
+    def translate(self, texts, algo: str | None = None, beam_size: int = 1, batch_size: int = 32,
+                  n_best: int = 1, return_scores: bool = False, return_stats: bool = False,
+                  block: int | None = None, beta: int = 1, tau: float = 0.0, *,
+                  target_prefix: Sequence | None = None, max_decoding_length: int | None = None,
+                  length_penalty: float = 1.0, num_hypotheses: int | None = None, sampling_topk: int = 1,
+                  sampling_temperature: float = 1.0, sampling_seed: int | None = None):
+        """Translate `texts` (a list of inputs, or one string) in input order.
 
+        An input is raw text (str), or a list of sentencepiece pieces, or a list of token
+        ids (token_input.py); its output has the same kind.
         algo: "greedy", "beam", "iad", "gad" (lossless: = greedy), "gad++" (top-beta, tau),
             "blockwise" (the model's proposal heads; lossless);
-            None (default): "beam" when beam_size > 1, else the fastest lossless
-            strategy the model supports (self.strategy; default_strategy.py).
-        Returns one string per input; with n_best > 1 (algo "beam") a list of up to n_best
-        strings per input, best first; with return_scores every string becomes
-        (string, score), the score being the output's average log-prob per token, EOS
-        included (beam search's own length-normalised score; other algorithms are
-        rescored by the model in one teacher-forced step). With return_stats the result
-        is (outputs, DecodeStats) summed over the batches.
-        Each input is split into sentences, decoded one sentence per unit (units of all
-        inputs batched together) and rejoined in order with single spaces; scores then
-        average over all the input's tokens, and the k-th n-best string joins the k-th
-        hypotheses of its sentences. An empty input (nothing but whitespace and control
-        characters) gives "" without running the model.
+            None (default): "beam" when beam_size > 1, random sampling when sampling_topk
+            is not 1, else the fastest lossless strategy the model supports
+            (self.strategy; default_strategy.py).
+        target_prefix: None, or one prefix per input (None, text, pieces or ids): the
+            output starts with it and continues from it (every algorithm); it is part of
+            the returned output and of its score. With text input it prefixes the
+            output's first sentence.
+        max_decoding_length: output tokens at most (the prefix included, EOS not
+            counted); default 2 * len(source) + 10 per sentence. A prefix already that
+            long is returned as it is.
+        length_penalty: beam search ranks hypotheses by sum(log p) / length^length_penalty
+            (length counting EOS); the returned scores are normalised the same way for
+            every algorithm (1.0: the average log-prob per token).
+        n_best (or num_hypotheses, CTranslate2's name): with algo "beam", up to n_best
+            outputs per input, best first.
+        sampling_topk, sampling_temperature, sampling_seed: random sampling, one token per
+            step from the temperature-scaled distribution over the topk best tokens (0:
+            all); 1 (default) is greedy. A seed makes a call reproducible (each sentence
+            draws from its own generator, so batching does not change it); None draws a
+            fresh one.
+        Returns one output per input; with n_best > 1 a list of up to n_best outputs per
+        input, best first; with return_scores every output becomes (output, score). With
+        return_stats the result is (outputs, DecodeStats) summed over the batches.
+        Each text input is split into sentences, decoded one sentence per unit (units of
+        all inputs batched together) and rejoined in order with single spaces; scores then
+        cover all the input's tokens, and the k-th n-best string joins the k-th hypotheses
+        of its sentences. An empty input gives "" without running the model.
         Sizes are bounded (size_limits.py says why): beam_size, n_best and block at most 32,
         batch_size at most 1024, beta at most 64; a larger one raises ValueError.
         """
@@ -272,18 +336,51 @@ class Translator:
                             f"(decode bytes first, e.g. data.decode('utf-8'))")
         single = isinstance(texts, str)
         items = [texts] if single else list(texts)
-        for i, t in enumerate(items):
-            _check_text(i, t)
-        if algo is None:
-            algo = "beam" if beam_size > 1 else self.strategy.algo
-        self._check_options(algo, beam_size, batch_size, n_best, block, beta, tau)
-        hyps, stats, splits = self._decode(items, algo, beam_size, batch_size, n_best, return_scores,
-                                           block, beta, tau)
+        prefixes = None if target_prefix is None else [target_prefix] if single else target_prefix
+        opts = self._options(algo, beam_size, batch_size, n_best, return_scores, block, beta, tau,
+                             max_decoding_length, length_penalty, num_hypotheses, sampling_topk,
+                             sampling_temperature, sampling_seed)
+        hyps, kinds, stats, splits = self._run(items, prefixes, opts)
         for warning in splits:
             warnings.warn(warning, stacklevel=2)
-        outputs = [self._format(h, n_best, return_scores) for h in hyps]
+        outputs = [self._format(h, kind, opts) for h, kind in zip(hyps, kinds)]
         result = outputs[0] if single else outputs
         return (result, stats) if return_stats else result
+
+    def translate_scored(self, texts: Sequence, **options) -> list[list[ScoredOutput]]:
+        """Like translate (same options; return_scores and return_stats are not taken), but
+        every input gives its n-best list of ScoredOutput (output, summed log-prob, token
+        count, score): what an n-best list file (nbest.py) is written from."""
+        if isinstance(texts, str):
+            raise TypeError("translate_scored: texts is a str, expected a list of inputs")
+        prefixes = options.pop("target_prefix", None)
+        opts = self._options(**{**options, "return_scores": True})
+        hyps, kinds, _, splits = self._run(list(texts), prefixes, opts)
+        for warning in splits:
+            warnings.warn(warning, stacklevel=2)
+        return [[ScoredOutput(self._output(h, kind), h.logprob, h.positions, self._score(h, opts))
+                 for h in hs[:opts.n_best]] for hs, kind in zip(hyps, kinds)]
+
+    def translate_iterable(self, inputs, target_prefix=None, batch_size: int = 32, read_ahead: int = 4,
+                           **options):
+        """Translate a stream of inputs (any iterable; e.g. an open file's lines, with their
+        newlines stripped) lazily, yielding one result per input in input order, as
+        translate would return it. At most read_ahead * batch_size inputs are read ahead
+        (then sorted by length and translated), so memory stays bounded on endless input.
+        target_prefix: None or an iterable of prefixes, one per input. Other options as in
+        translate (return_stats is not taken)."""
+        from pyfastdec.streaming import translate_iterable
+        return translate_iterable(self, inputs, target_prefix, batch_size, read_ahead, options)
+
+    def translate_file(self, input_path: str | os.PathLike, output_path: str | os.PathLike,
+                       target_prefix_path: str | os.PathLike | None = None, batch_size: int = 32,
+                       read_ahead: int = 4, **options) -> int:
+        """Translate a UTF-8 text file line by line into output_path (one line per input
+        line; with n_best > 1 or return_scores, Marian's n-best format, nbest.py), streaming
+        as translate_iterable. target_prefix_path: a file with one prefix line per input
+        line (an empty line: no prefix). Returns the number of input lines."""
+        from pyfastdec.streaming import translate_file
+        return translate_file(self, input_path, output_path, target_prefix_path, batch_size, read_ahead, options)
 
     def correct(self, texts: Sequence[str] | str, batch_size: int = 32, return_stats: bool = False):
         """Correct `texts` with input-guided aggressive decoding (IAD; = greedy output):
@@ -293,6 +390,44 @@ class Translator:
         return self.translate(texts, algo="iad", batch_size=batch_size, return_stats=return_stats)
 
     # ---- internals
+    def _options(self, algo=None, beam_size=1, batch_size=32, n_best=1, return_scores=False, block=None,
+                 beta=1, tau=0.0, max_decoding_length=None, length_penalty=1.0, num_hypotheses=None,
+                 sampling_topk=1, sampling_temperature=1.0, sampling_seed=None) -> _Options:
+        """The checked options of one call; ValueError/TypeError naming the bad one."""
+        if num_hypotheses is not None:
+            if n_best != 1 and n_best != num_hypotheses:
+                raise ValueError(f"n_best={n_best} and num_hypotheses={num_hypotheses}: two names for the same "
+                                 f"option, give one")
+            n_best = num_hypotheses
+        check_sampling(sampling_topk, sampling_temperature, self.verifier.vocab_size)
+        sampling = sampling_topk != 1
+        if algo is None:
+            algo = "beam" if beam_size > 1 else "sample" if sampling else self.strategy.algo
+        elif sampling:
+            if algo != "greedy":
+                raise ValueError(f"sampling_topk={sampling_topk}: random sampling is greedy-style; it needs "
+                                 f"algo 'greedy' (or none), got {algo!r}")
+            algo = "sample"
+        if algo == "sample" and beam_size > 1:
+            raise ValueError(f"sampling_topk={sampling_topk} with beam_size={beam_size}: sampling draws one "
+                             f"token per step; use beam_size=1")
+        self._check_options("greedy" if algo == "sample" else algo, beam_size, batch_size, n_best, block, beta, tau)
+        if max_decoding_length is not None:
+            if isinstance(max_decoding_length, bool) or not isinstance(max_decoding_length, (int, np.integer)) \
+                    or max_decoding_length < 1:
+                raise ValueError(f"max_decoding_length must be an int >= 1 (output tokens, the target prefix "
+                                 f"included, EOS not counted), got {max_decoding_length!r}")
+        if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) \
+                or not math.isfinite(length_penalty):
+            raise ValueError(f"length_penalty must be a finite number, got {length_penalty!r}")
+        if sampling_seed is not None and (isinstance(sampling_seed, bool)
+                                          or not isinstance(sampling_seed, (int, np.integer)) or sampling_seed < 0):
+            raise ValueError(f"sampling_seed must be an int >= 0 or None, got {sampling_seed!r}")
+        seed = int(np.random.SeedSequence().entropy) if sampling_seed is None else int(sampling_seed)
+        return _Options(algo, beam_size, batch_size, n_best, return_scores, block, beta, tau,
+                        None if max_decoding_length is None else int(max_decoding_length), float(length_penalty),
+                        int(sampling_topk), float(sampling_temperature), seed)
+
     def _check_options(self, algo, beam_size, batch_size, n_best, block, beta, tau) -> None:
         if algo not in ALGOS:
             raise ValueError(f"algo must be one of {', '.join(ALGOS)}, got {algo!r}")
@@ -319,36 +454,75 @@ class Translator:
         if algo != "gad++" and (beta != 1 or tau != 0.0):
             raise ValueError(f"beta={beta}, tau={tau}: acceptance thresholds apply to algo 'gad++' only")
 
-    def _units(self, texts: list[str]) -> tuple[list[tuple[int, list[int]]], list[LongInputWarning]]:
-        """(input index, source ids + EOS) of every unit to decode, in input then sentence
-        order, and a warning per input with a sentence that had to be cut. Empty inputs
-        (nothing but whitespace and control characters) give no unit."""
-        units, cuts = [], []
-        for i, text in enumerate(texts):
-            sentences = sentence_units(clean_text(text), self.tokenizer, self.max_source_len - 1)
+    def _target_tokenizer(self) -> Tokenizer:
+        # A model with a separate target sentencepiece model encodes prefixes with it.
+        return getattr(self, "target_tokenizer", None) or self.tokenizer
+
+    def _prefix_ids(self, items: list, prefixes) -> list[list[int]]:
+        """The target prefix ids of every input ([] without one); errors name the input."""
+        if prefixes is None:
+            return [[] for _ in items]
+        if isinstance(prefixes, (str, bytes)) or not isinstance(prefixes, Sequence):
+            raise TypeError(f"translate: target_prefix is {type(prefixes).__name__}, expected a list with one "
+                            f"prefix (None, text, pieces or ids) per input")
+        if len(prefixes) != len(items):
+            raise ValueError(f"translate: {len(prefixes)} target prefixes for {len(items)} inputs (expected one "
+                             f"per input; None for no prefix)")
+        ids = []
+        for i, p in enumerate(prefixes):
+            if p is None:
+                ids.append([])
+                continue
+            kind = input_kind(i, p, "target_prefix")
+            if kind == TEXT:
+                _check_text(i, p, "target_prefix")
+                ids.append(self._target_tokenizer().encode(clean_text(p)))
+            else:
+                ids.append(token_ids(i, p, kind, self._target_tokenizer(), self.verifier.vocab_size, "target_prefix"))
+        return ids
+
+    def _units(self, items: list, prefixes: list[list[int]], offset: int = 0
+               ) -> tuple[list[_Unit], list[str], list[LongInputWarning]]:
+        """Every unit to decode (in input then sentence order), the kind of every input,
+        and a warning per input with a sentence that had to be cut (indices shifted by
+        `offset`, the position of items[0] in a stream). Empty inputs give no unit, unless
+        they have a target prefix: then one with an empty source."""
+        units, kinds, cuts = [], [], []
+        for i, item in enumerate(items):
+            kind = input_kind(i + offset, item)
+            kinds.append(kind)
+            if kind == TEXT:
+                _check_text(i + offset, item)
+                sentences = sentence_units(clean_text(item), self.tokenizer, self.max_source_len - 1)
+            else:
+                ids = token_ids(i + offset, item, kind, self.tokenizer, self.verifier.vocab_size)
+                sentences = [cut_ids(ids, self.max_source_len - 1, self.tokenizer.starts_word)] if ids else []
             cut = [chunks for chunks in sentences if len(chunks) > 1]
             if cut:
                 n_ids = max(sum(len(c) for c in chunks) for chunks in cut) + 1
                 parts = sum(len(chunks) for chunks in cut)
                 cuts.append(LongInputWarning(
-                    f"input {i}: a sentence of {n_ids} source tokens exceeds the model's max_source_len "
+                    f"input {i + offset}: a sentence of {n_ids} source tokens exceeds the model's max_source_len "
                     f"{self.max_source_len}; cut between words into {parts} parts, translated separately "
-                    f"and joined with a space", index=i, n_ids=n_ids, chunks=parts, limit=self.max_source_len))
-            units += [(i, c + [self.eos]) for chunks in sentences for c in chunks]
-        return units, cuts
+                    f"and joined with a space", index=i + offset, n_ids=n_ids, chunks=parts,
+                    limit=self.max_source_len))
+            chunks = [c for s in sentences for c in s] or ([[]] if prefixes[i] else [])
+            units += [_Unit(i, c + [self.eos], prefixes[i] if k == 0 else [], (i + offset, k))
+                      for k, c in enumerate(chunks)]
+        return units, kinds, cuts
 
-    def _decode(self, texts, algo, beam_size, batch_size, n_best, scores, block, beta, tau):
-        units, splits = self._units(texts)
-        stats = DecodeStats(sentences=len(texts))
+    def _run(self, items: list, prefixes, opts: _Options, offset: int = 0):
+        """(n-best _Hyp list per input, kinds, DecodeStats, warnings) of one call."""
+        units, kinds, splits = self._units(items, self._prefix_ids(items, prefixes), offset)
+        stats = DecodeStats(sentences=len(items))
         unit_hyps: list[list[_Hyp]] = [[] for _ in units]
         # Longest first: a batch holds similar lengths, and the biggest one comes first.
-        order = sorted(range(len(units)), key=lambda u: -len(units[u][1]))
-        for start in range(0, len(order), batch_size):
-            batch = order[start:start + batch_size]
-            src = [units[u][1] for u in batch]
-            hyps, part = self._decode_batch(src, algo, beam_size, n_best, scores, block, beta, tau)
-            merge_stats(stats, part, [units[u][0] for u in batch])
-            for u, h in zip(batch, hyps):
+        order = sorted(range(len(units)), key=lambda u: -len(units[u].src))
+        for start in range(0, len(order), opts.batch_size):
+            batch = [units[u] for u in order[start:start + opts.batch_size]]
+            hyps, part = self._decode_batch(batch, opts)
+            merge_stats(stats, part, [u.input for u in batch])
+            for u, h in zip(order[start:start + opts.batch_size], hyps):
                 unit_hyps[u] = h
         for backend in (self.verifier, self.drafter):
             # Native engines free scratch a huge batch grew (a no-op otherwise); other
@@ -356,10 +530,10 @@ class Translator:
             release = getattr(backend, "release_scratch", None)
             if release is not None:
                 release()
-        per_input: list[list[list[_Hyp]]] = [[] for _ in texts]  # input -> units -> n-best
-        for (i, _), h in zip(units, unit_hyps):
-            per_input[i].append(h)
-        return [self._join(u) for u in per_input], stats, splits
+        per_input: list[list[list[_Hyp]]] = [[] for _ in items]  # input -> units -> n-best
+        for unit, h in zip(units, unit_hyps):
+            per_input[unit.input].append(h)
+        return [self._join(u) for u in per_input], kinds, stats, splits
 
     def _policy(self, block: int | None) -> DraftLengthPolicy | None:
         """No block given: the drafter drafts its block_size and a draft-length policy,
@@ -371,30 +545,69 @@ class Translator:
             self._draft_policy = AdaptiveDraftLength(self.drafter.block_size)
         return self._draft_policy
 
-    def _decode_batch(self, src, algo, beam_size, n_best, scores, block, beta, tau
-                      ) -> tuple[list[list[_Hyp]], DecodeStats]:
+    def _decode_batch(self, units: list[_Unit], opts: _Options) -> tuple[list[list[_Hyp]], DecodeStats]:
+        """The n-best hypotheses of every unit of a batch (prefix included) and the batch's
+        statistics (hit_max_len as batch rows). Units whose prefix already fills their
+        length limit are not decoded: the prefix is their output."""
+        limits = [(opts.max_len or default_max_len(len(u.src))) - len(u.prefix) for u in units]
+        run = [r for r, n in enumerate(limits) if n >= 1]
+        hyps: list[list[_Hyp]] = [[_Hyp([list(u.prefix)])] for u in units]
+        if len(run) < len(units) and opts.scores:
+            full = [r for r in range(len(units)) if r not in set(run)]
+            logps = forced_scores(self.verifier, [units[r].src for r in full], [units[r].prefix for r in full],
+                                  range(len(full)))  # prefixes cut short: no EOS scored
+            for r, lp in zip(full, logps):
+                hyps[r] = [_Hyp([list(units[r].prefix)], lp, len(units[r].prefix))]
+        if not run:
+            return hyps, DecodeStats(sentences=len(units), hit_max_len=list(range(len(units))))
+        prefixed = any(units[r].prefix for r in run)
+        src = [PrefixSource(units[r].src, units[r].prefix) if prefixed else units[r].src for r in run]
+        max_len = [limits[r] for r in run] if prefixed or opts.max_len is not None else None
+        sub, stats = self._decode_rows(src, opts, max_len, [units[r].seed for r in run], prefixed)
+        stats.hit_max_len = sorted([run[r] for r in stats.hit_max_len]
+                                   + [r for r in range(len(units)) if limits[r] < 1])
+        for r, h in zip(run, sub):
+            hyps[r] = h
+        return hyps, stats
+
+    def _decode_rows(self, src: list, opts: _Options, max_len, seeds, prefixed: bool
+                     ) -> tuple[list[list[_Hyp]], DecodeStats]:
+        verifier, drafter = self.verifier, self.drafter
+        if prefixed:  # decoding/prefix.py: every strategy starts after its rows' prefixes
+            verifier = PrefixedBackend(verifier)
+            drafter = None if drafter is None else PrefixedBackend(drafter)
+        prefixes = [getattr(s, "target_prefix", []) for s in src]
+        algo = opts.algo
         if algo == "beam":
-            results, stats = beam_search(self.verifier, src, beam_size=beam_size, nbest=n_best)
-            # alpha = 1: score = logprob / (len + 1), so the sum comes back exactly.
-            return [[_Hyp([h.tokens], h.score * (len(h.tokens) + 1), len(h.tokens) + 1) for h in r]
-                    or [_Hyp([[]])] for r in results], stats
-        if algo == "greedy":
-            outs, stats = greedy(self.verifier, src)
+            results, stats = beam_search(verifier, src, beam_size=opts.beam_size, nbest=opts.n_best,
+                                         alpha=opts.length_penalty, max_len=max_len)
+            # score = logprob / (len + 1)^alpha: the sum comes back exactly.
+            return [[_Hyp([p + h.tokens], h.score * (len(h.tokens) + 1) ** opts.length_penalty
+                          + getattr(s, "prefix_logprob", 0.0), len(p) + len(h.tokens) + 1) for h in r]
+                    or [_Hyp([list(p)])] for r, p, s in zip(results, prefixes, src)], stats
+        if algo == "sample":
+            outs, stats = sample(verifier, src, [[opts.seed, *key] for key in seeds], opts.topk,
+                                 opts.temperature, max_len)
+        elif algo == "greedy":
+            outs, stats = greedy(verifier, src, max_len)
         elif algo == "iad":
             if self._iad_policy is None:  # one for the Translator's lifetime: costs are learnt once
                 self._iad_policy = SourceDraftLength(self.max_source_len)
-            outs, stats = iad(self.verifier, src, policy=self._iad_policy)
+            outs, stats = iad(verifier, src, max_len, policy=self._iad_policy)
         elif algo == "blockwise":
             if self._heads_policy is None:  # one for the Translator's lifetime: costs are learnt once
                 self._heads_policy = SourceDraftLength(self.verifier.proposal_heads)
-            outs, stats = blockwise(self.verifier, src, policy=self._heads_policy)
+            outs, stats = blockwise(verifier, src, max_len, policy=self._heads_policy)
         elif algo == "gad":
-            outs, stats = gad(self.verifier, self.drafter, src, k=block, policy=self._policy(block))
+            outs, stats = gad(verifier, drafter, src, k=opts.block, max_len=max_len, policy=self._policy(opts.block))
         else:
-            outs, stats = gad_plus(self.verifier, self.drafter, src, beta=beta, tau=tau, k=block,
-                                   policy=self._policy(block))
-        logps = forced_scores(self.verifier, src, outs, stats.hit_max_len) if scores else [0.0] * len(outs)
-        return [[_Hyp([o], lp, len(o) + 1)] for o, lp in zip(outs, logps)], stats
+            outs, stats = gad_plus(verifier, drafter, src, beta=opts.beta, tau=opts.tau, k=opts.block,
+                                   max_len=max_len, policy=self._policy(opts.block))
+        outs = [list(p) + o for p, o in zip(prefixes, outs)]
+        logps = (forced_scores(self.verifier, [list(s) for s in src], outs, stats.hit_max_len) if opts.scores
+                 else [0.0] * len(outs))
+        ends = set(stats.hit_max_len)
+        return [[_Hyp([o], lp, len(o) + (r not in ends))] for r, (o, lp) in enumerate(zip(outs, logps))], stats
 
     def _join(self, units: list[list[_Hyp]]) -> list[_Hyp]:
         """The n-best list of one input from those of its units: the k-th hypotheses of
@@ -411,14 +624,20 @@ class Translator:
                                sum(p.positions for p in parts)))
         return joined
 
-    def _text(self, hyp: _Hyp) -> str:
-        return " ".join(t for t in (self.tokenizer.decode(c) for c in hyp.chunks) if t)
+    def _output(self, hyp: _Hyp, kind: str):
+        if kind != TEXT:
+            return as_kind([t for c in hyp.chunks for t in c], kind, self._target_tokenizer())
+        return " ".join(t for t in (self._target_tokenizer().decode(c) for c in hyp.chunks) if t)
 
-    def _format(self, hyps: list[_Hyp], n_best: int, scores: bool):
+    @staticmethod
+    def _score(hyp: _Hyp, opts: _Options) -> float:
+        return hyp.logprob / hyp.positions ** opts.length_penalty if hyp.positions else 0.0
+
+    def _format(self, hyps: list[_Hyp], kind: str, opts: _Options):
         def one(h: _Hyp):
-            text = self._text(h)
-            return (text, h.logprob / h.positions if h.positions else 0.0) if scores else text
-        return one(hyps[0]) if n_best == 1 else [one(h) for h in hyps[:n_best]]
+            out = self._output(h, kind)
+            return (out, self._score(h, opts)) if opts.scores else out
+        return one(hyps[0]) if opts.n_best == 1 else [one(h) for h in hyps[:opts.n_best]]
 
 
 class Corrector(Translator):
