@@ -347,19 +347,20 @@ class Translator:
         result = outputs[0] if single else outputs
         return (result, stats) if return_stats else result
 
-    def translate_scored(self, texts: Sequence, **options) -> list[list[ScoredOutput]]:
-        """Like translate (same options; return_scores and return_stats are not taken), but
-        every input gives its n-best list of ScoredOutput (output, summed log-prob, token
-        count, score): what an n-best list file (nbest.py) is written from."""
+    def translate_scored(self, texts: Sequence, return_stats: bool = False, **options):
+        """Like translate (same options; return_scores is not taken), but every input gives
+        its n-best list of ScoredOutput (output, summed log-prob, token count, score): what
+        an n-best list file (nbest.py) is written from."""
         if isinstance(texts, str):
             raise TypeError("translate_scored: texts is a str, expected a list of inputs")
         prefixes = options.pop("target_prefix", None)
         opts = self._options(**{**options, "return_scores": True})
-        hyps, kinds, _, splits = self._run(list(texts), prefixes, opts)
+        hyps, kinds, stats, splits = self._run(list(texts), prefixes, opts)
         for warning in splits:
             warnings.warn(warning, stacklevel=2)
-        return [[ScoredOutput(self._output(h, kind), h.logprob, h.positions, self._score(h, opts))
-                 for h in hs[:opts.n_best]] for hs, kind in zip(hyps, kinds)]
+        result = [[ScoredOutput(self._output(h, kind), h.logprob, h.positions, self._score(h, opts))
+                   for h in hs[:opts.n_best]] for hs, kind in zip(hyps, kinds)]
+        return (result, stats) if return_stats else result
 
     def translate_iterable(self, inputs, target_prefix=None, batch_size: int = 32, read_ahead: int = 4,
                            **options):

@@ -42,6 +42,7 @@ try:
         from pyfastdec.api import (ALGOS, DEFAULT_MODELS, Corrector, LongInputWarning, Translator, load_checked,
                                    merge_stats, packaged_model_path)
         from pyfastdec.decoding import DecodeStats
+        from pyfastdec.nbest import nbest_line
         from pyfastdec.default_strategy import StrategyChoice, default_strategy
         from pyfastdec.model_dir import CONFIG_FILE, ModelDir, ModelDirError, read_config
         from pyfastdec.runtime import check_threads, cpu_info, default_threads
@@ -97,10 +98,18 @@ class DecodeOptions:
     block: Optional[int] = None
     beta: Optional[int] = None
     tau: Optional[float] = None
+    max_decoding_length: Optional[int] = None
+    length_penalty: float = 1.0
+    sampling_topk: int = 1
+    sampling_temperature: float = 1.0
+    sampling_seed: Optional[int] = None
 
     def kwargs(self) -> dict:
         kw = dict(algo=self.algo, beam_size=self.beam_size, batch_size=self.batch_size, n_best=self.n_best,
-                  return_scores=self.n_best > 1, return_stats=True, block=self.block)
+                  return_scores=self.n_best > 1, return_stats=True, block=self.block,
+                  max_decoding_length=self.max_decoding_length, length_penalty=self.length_penalty,
+                  sampling_topk=self.sampling_topk, sampling_temperature=self.sampling_temperature,
+                  sampling_seed=self.sampling_seed)
         if self.beta is not None:
             kw["beta"] = self.beta
         if self.tau is not None:
@@ -116,6 +125,13 @@ class DecodeOptions:
         if self.algo == "gad++":
             beta, tau = (1 if self.beta is None else self.beta), (0.0 if self.tau is None else self.tau)
             parts.append(f"beta {beta}, tau {tau}")
+        if self.sampling_topk != 1:
+            parts.append(f"sampling top-{self.sampling_topk or 'all'}, temperature {self.sampling_temperature}, "
+                         f"seed {self.sampling_seed}")
+        if self.max_decoding_length is not None:
+            parts.append(f"max decoding length {self.max_decoding_length}")
+        if self.length_penalty != 1.0:
+            parts.append(f"length penalty {self.length_penalty}")
         return ", ".join(parts)
 
 
@@ -162,6 +178,23 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = non_negative_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
 def _add_model_args(p: argparse.ArgumentParser, role: str, drafter: bool) -> None:
     default = packaged_model_path(DEFAULT_MODELS[role])
     p.add_argument("-m", "--model", metavar="MODEL", help=f"model directory (default: the packaged {default})")
@@ -189,10 +222,22 @@ def _add_algo_args(p: argparse.ArgumentParser) -> None:
                    help=f"beam size for --algo beam (default 5, at least --n-best; at most {MAX_BEAM_SIZE})")
     p.add_argument("--n-best", type=bounded_int(MAX_N_BEST, "at most the largest beam size"), default=1,
                    metavar="N",
-                   help="print the N best translations of every input line (implies --algo beam); output format, "
-                        "as Moses and Marian: 'I ||| TEXT ||| SCORE', one line per hypothesis, best first, where I "
-                        "is the 0-based input line index and SCORE the average log-probability per token "
-                        "(EOS included); up to N lines per input line; N at most --beam-size")
+                   help="print the N best translations of every input line (implies --algo beam) in Marian's "
+                        "n-best format: 'I ||| TEXT ||| F0= LOGPROB ||| SCORE', one line per hypothesis, best "
+                        "first, where I is the 0-based input line index, LOGPROB the summed log-probability "
+                        "(EOS included) and SCORE = LOGPROB / tokens^length-penalty (the average log-probability "
+                        "per token by default); up to N lines per input line; N at most --beam-size")
+    p.add_argument("--max-decoding-length", type=positive_int, metavar="N",
+                   help="at most N output tokens per sentence, EOS not counted (default: 2 * source tokens + 10)")
+    p.add_argument("--length-penalty", type=non_negative_float, default=1.0, metavar="A",
+                   help="beam search ranks by log-probability / length^A (default 1: per-token average; 0: none)")
+    p.add_argument("--sampling-topk", type=non_negative_int, default=1, metavar="K",
+                   help="sample each token at random from the K most likely (0: all; default 1: greedy, no "
+                        "sampling); greedy-style, one token per step")
+    p.add_argument("--sampling-temperature", type=positive_float, default=1.0, metavar="T",
+                   help="with --sampling-topk: sample from softmax(logits / T) (default 1)")
+    p.add_argument("--sampling-seed", type=non_negative_int, metavar="S",
+                   help="with --sampling-topk: the random seed (default: a fresh one every run)")
     p.add_argument("--block", type=bounded_int(MAX_BLOCK, "longer drafts cost memory and are rarely accepted"),
                    metavar="K", help=f"GAD/GAD++: tokens drafted per iteration (default: the drafter's "
                                      f"block_size; at most {MAX_BLOCK})")
@@ -230,7 +275,8 @@ def _add_io_args(p: argparse.ArgumentParser) -> None:
 
 
 def epilog(command: str) -> str:
-    nbest = " (with --n-best N: up to N lines per input line, 'I ||| TEXT ||| SCORE')" if command == "translate" else ""
+    nbest = (" (with --n-best N: up to N lines per input line, 'I ||| TEXT ||| F0= LOGPROB ||| SCORE')"
+             if command == "translate" else "")
     example = ('echo "A man rides a bike down the street." | fastdec translate' if command == "translate"
                else "fastdec correct -i essays.txt -o corrected.txt")
     return f"""\
@@ -306,9 +352,11 @@ def decode_options(args, default: StrategyChoice) -> DecodeOptions:
     algo = args.algo
     if algo is None:
         wants_beam = args.n_best > 1 or (args.beam_size or 1) > 1
-        algo = "beam" if wants_beam else default.algo
+        algo = "beam" if wants_beam else "greedy" if args.sampling_topk != 1 else default.algo
     beam_size = args.beam_size if args.beam_size is not None else (max(5, args.n_best) if algo == "beam" else 1)
-    return DecodeOptions(algo, beam_size, args.batch_size, args.n_best, args.block, args.beta, args.tau)
+    return DecodeOptions(algo, beam_size, args.batch_size, args.n_best, args.block, args.beta, args.tau,
+                         args.max_decoding_length, args.length_penalty, args.sampling_topk,
+                         args.sampling_temperature, args.sampling_seed)
 
 
 # ----------------------------------------------------------------------------- input
@@ -506,7 +554,11 @@ def decode_rows(translator: Translator, lines: list[Line], options: DecodeOption
     texts = [line.text for line in lines]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", LongInputWarning)
-        outputs, stats = translator.translate(texts, **options.kwargs())
+        if options.n_best > 1:
+            kw = {k: v for k, v in options.kwargs().items() if k != "return_scores"}
+            outputs, stats = translator.translate_scored(texts, **kw)
+        else:
+            outputs, stats = translator.translate(texts, **options.kwargs())
     notes = []
     for w in caught:
         if isinstance(w.message, LongInputWarning):
@@ -519,7 +571,8 @@ def decode_rows(translator: Translator, lines: list[Line], options: DecodeOption
     rows = []
     for line, result in zip(lines, outputs):
         if options.n_best > 1:
-            rows.append([f"{line.number - 1} ||| {_one_line(text)} ||| {score:.6f}\n" for text, score in result])
+            rows.append([nbest_line(line.number - 1, _one_line(h.output), h.logprob, h.score) + "\n"
+                         for h in result])
         else:
             rows.append([_one_line(result) + "\n"])
     return rows, stats, notes
@@ -780,6 +833,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         if getattr(args, "beam_size", None) is not None and args.n_best > args.beam_size:
             parser.error(f"argument --n-best: {args.n_best} exceeds --beam-size {args.beam_size} (a beam keeps "
                          f"at most beam size hypotheses)")
+        if getattr(args, "sampling_topk", 1) != 1 and (args.algo not in (None, "greedy") or args.n_best > 1
+                                                       or (args.beam_size or 1) > 1):
+            parser.error(f"argument --sampling-topk: sampling is greedy-style (one token per step); it takes no "
+                         f"--algo {args.algo or 'beam'}, --beam-size or --n-best")
         with warnings.catch_warnings():
             warnings.showwarning = lambda message, *rest, **kw: warn(str(message))
             return args.run(args)

@@ -91,9 +91,11 @@ def test_nbest_format(models, translator, tmp_path, capsys):
     rows = [line.split(" ||| ") for line in capsys.readouterr().out.splitlines()]
     ref = translator.translate([TEXTS[0], "", TEXTS[1]], algo="beam", beam_size=3, n_best=2, return_scores=True)
     want = [(i, text, score) for i, hyps in enumerate(ref) for text, score in hyps]
-    assert [(int(i), text) for i, text, _ in rows] == [(i, text) for i, text, _ in want]
-    assert [float(score) for _, _, score in rows] == pytest.approx([score for _, _, score in want], abs=1e-6)
-    assert [int(i) for i, _, _ in rows].count(1) == 1  # an empty line has one (empty) hypothesis
+    assert [(int(i), text) for i, text, _, _ in rows] == [(i, text) for i, text, _ in want]
+    # Marian's format: 'I ||| TEXT ||| F0= LOGPROB ||| SCORE' (6 significant digits, as C++ prints)
+    assert [float(score) for _, _, _, score in rows] == pytest.approx([score for _, _, score in want], rel=1e-5)
+    assert all(f0.startswith("F0= ") for _, _, f0, _ in rows)
+    assert [int(i) for i, _, _, _ in rows].count(1) == 1  # an empty line has one (empty) hypothesis
 
 
 def test_long_sentence_is_cut_with_a_warning_naming_the_line(models, tmp_path, capsys):
