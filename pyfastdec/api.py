@@ -558,7 +558,7 @@ class Translator:
             logps = forced_scores(self.verifier, [units[r].src for r in full], [units[r].prefix for r in full],
                                   range(len(full)))  # prefixes cut short: no EOS scored
             for r, lp in zip(full, logps):
-                hyps[r] = [_Hyp([list(units[r].prefix)], lp, len(units[r].prefix))]
+                hyps[r] = [_Hyp([list(units[r].prefix)], lp, len(units[r].prefix) + 1)]
         if not run:
             return hyps, DecodeStats(sentences=len(units), hit_max_len=list(range(len(units))))
         prefixed = any(units[r].prefix for r in run)
@@ -607,8 +607,8 @@ class Translator:
         outs = [list(p) + o for p, o in zip(prefixes, outs)]
         logps = (forced_scores(self.verifier, [list(s) for s in src], outs, stats.hit_max_len) if opts.scores
                  else [0.0] * len(outs))
-        ends = set(stats.hit_max_len)
-        return [[_Hyp([o], lp, len(o) + (r not in ends))] for r, (o, lp) in enumerate(zip(outs, logps))], stats
+        # len + 1 even for rows cut at max_len (no EOS scored), as beam search normalises them
+        return [[_Hyp([o], lp, len(o) + 1)] for o, lp in zip(outs, logps)], stats
 
     def _join(self, units: list[list[_Hyp]]) -> list[_Hyp]:
         """The n-best list of one input from those of its units: the k-th hypotheses of

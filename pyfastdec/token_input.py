@@ -26,8 +26,8 @@ def input_kind(index: int, item, what: str = "input") -> str:
     if isinstance(item, str):
         return TEXT
     if isinstance(item, (bytes, bytearray, memoryview)) or not isinstance(item, (list, tuple)):
-        raise TypeError(f"translate: {what} {index} is {type(item).__name__}, expected a str, a list of "
-                        f"sentencepiece pieces (str) or a list of token ids (int)")
+        raise TypeError(f"translate: {what} {index} is {type(item).__name__}, expected str (text), or a list "
+                        f"of sentencepiece pieces (str) or of token ids (int)")
     if all(isinstance(t, str) for t in item) and item:
         return PIECES
     if all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in item):
