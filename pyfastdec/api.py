@@ -583,9 +583,12 @@ class Translator:
             results, stats = beam_search(verifier, src, beam_size=opts.beam_size, nbest=opts.n_best,
                                          alpha=opts.length_penalty, max_len=max_len)
             # score = logprob / (len + 1)^alpha: the sum comes back exactly.
-            return [[_Hyp([p + h.tokens], h.score * (len(h.tokens) + 1) ** opts.length_penalty
+            hyps = [[_Hyp([p + h.tokens], h.score * (len(h.tokens) + 1) ** opts.length_penalty
                           + getattr(s, "prefix_logprob", 0.0), len(p) + len(h.tokens) + 1) for h in r]
-                    or [_Hyp([list(p)])] for r, p, s in zip(results, prefixes, src)], stats
+                    or [_Hyp([list(p)])] for r, p, s in zip(results, prefixes, src)]
+            if prefixed:  # the search normalised by the length after the prefix; rank by the whole output's
+                hyps = [sorted(h, key=lambda x: -self._score(x, opts)) for h in hyps]
+            return hyps, stats
         if algo == "sample":
             outs, stats = sample(verifier, src, [[opts.seed, *key] for key in seeds], opts.topk,
                                  opts.temperature, max_len)
