@@ -424,7 +424,9 @@ class Translator:
         if sampling_seed is not None and (isinstance(sampling_seed, bool)
                                           or not isinstance(sampling_seed, (int, np.integer)) or sampling_seed < 0):
             raise ValueError(f"sampling_seed must be an int >= 0 or None, got {sampling_seed!r}")
-        seed = int(np.random.SeedSequence().entropy) if sampling_seed is None else int(sampling_seed)
+        # Fresh entropy only when sampling: the OS call is a cost every other call would pay for nothing.
+        seed = int(sampling_seed) if sampling_seed is not None else \
+            int(np.random.SeedSequence().entropy) if algo == "sample" else 0
         return _Options(algo, beam_size, batch_size, n_best, return_scores, block, beta, tau,
                         None if max_decoding_length is None else int(max_decoding_length), float(length_penalty),
                         int(sampling_topk), float(sampling_temperature), seed)
