@@ -1,7 +1,8 @@
 """PNG plots of a bench.run (matplotlib, Agg backend: no display needed).
 
 - quality_vs_latency.png: BLEU against ms/sentence p50 at batch 1 (1 thread, or the
-  fewest measured), one point per configuration, colour per system.
+  fewest measured), one panel per model, one point per configuration, colour per system,
+  the Pareto front (fastest at each BLEU) marked, labels in a column that cannot overlap.
 - speedup_by_length.png: GAD / GAD++ / IAD against greedy of the same model, precision
   and shortlist, per source-length bucket (sentence quintiles): sum of greedy's
   per-sentence times over the strategy's, at batch 1.
@@ -14,7 +15,8 @@ import numpy as np
 
 from bench.plan import LATENCY_BATCH
 
-COLOURS = {"pyfastdec": "tab:blue", "ct2": "tab:red", "onnx": "tab:green", "torch": "tab:orange"}
+COLOURS = {"pyfastdec": "tab:blue", "ct2": "tab:red", "marian": "tab:purple", "onnx": "tab:green",
+           "torch": "tab:orange"}
 MARKERS = {"greedy": "o", "beam5": "s", "gad": "^", "gad++": "v", "iad": "D", "blockwise": "P", "blockwise-all": "X"}
 
 
@@ -32,35 +34,74 @@ def _short(r: dict) -> str:
     return f"{r['model']} {r['precision']} {r['strategy']}{sl}"
 
 
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats: none is at least as fast (ms <=) and at
+    least as good (BLEU >=) while strictly better in one. Ordered by ms: the fastest
+    configuration at each quality level."""
+    front = []
+    for i, (ms, bleu) in enumerate(points):
+        dominated = any(m <= ms and b >= bleu and (m < ms or b > bleu) for j, (m, b) in enumerate(points) if j != i)
+        if not dominated:
+            front.append(i)
+    return sorted(front, key=lambda i: points[i])
+
+
+LABEL_PITCH_IN = 0.15  # vertical inches per label in the label column: 6-point text never touches
+
 
 def quality_vs_latency(rows: list[dict], out: Path) -> Path | None:
+    """One panel per model (the peers appear in the panel of the model they ran). Labels
+    sit in a column right of each panel, ordered by BLEU and joined to their points by
+    thin lines, so none overlaps however many rows there are; the Pareto front is the
+    dashed step line through ringed points."""
     lat = [r for r in rows if r["dataset"] == "multi30k" and r["batch_size"] == LATENCY_BATCH]
     if not lat:
         return None
     threads = min(r["threads"] for r in lat)
     lat = [r for r in lat if r["threads"] == threads]
+    models = sorted({r["model"] for r in lat})
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(10, 6.5))
-    for r in lat:  # colour: system; marker: strategy; hollow: float32
-        colour = COLOURS[r["system"]]
-        ax.scatter(r["ms_p50"], r["bleu"], s=36, marker=MARKERS[r["strategy"]], edgecolors=colour,
-                   facecolors=colour if r["precision"] == "int8" else "none")
-        ax.annotate(_short(r), (r["ms_p50"], r["bleu"]), fontsize=6, xytext=(3, 2), textcoords="offset points",
-                    color=colour)
+    import matplotlib.ticker
     from matplotlib.lines import Line2D
 
+    heights = [max(3.2, LABEL_PITCH_IN * (sum(r["model"] == m for r in lat) + 2)) for m in models]
+    fig, axes = plt.subplots(len(models), 1, figsize=(10, sum(heights) + 1.4), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    for ax, model in zip(axes[:, 0], models):
+        mine = sorted((r for r in lat if r["model"] == model), key=lambda r: -r["bleu"])
+        for r in mine:  # colour: system; marker: strategy; hollow: float32
+            colour = COLOURS.get(r["system"], "black")
+            ax.scatter(r["ms_p50"], r["bleu"], s=36, marker=MARKERS.get(r["strategy"], "o"), edgecolors=colour,
+                       facecolors=colour if r["precision"] == "int8" else "none", zorder=3)
+        front = [mine[i] for i in pareto_front([(r["ms_p50"], r["bleu"]) for r in mine])]
+        xs = [r["ms_p50"] for r in front]
+        ys = [r["bleu"] for r in front]
+        ax.step(xs, ys, where="post", ls="--", lw=0.9, color="black", zorder=2)
+        ax.scatter(xs, ys, s=130, facecolors="none", edgecolors="black", lw=0.8, zorder=2)
+        on_front = {id(r) for r in front}
+        for i, r in enumerate(mine):
+            sl = " +sl" if r["shortlist"] else ""
+            text = f"{r['system']} {r['precision']} {r['strategy']}{sl}" + (" *" if id(r) in on_front else "")
+            ax.annotate(text, (r["ms_p50"], r["bleu"]), xytext=(1.02, 1 - (i + 0.5) / len(mine)),
+                        textcoords="axes fraction", fontsize=6, va="center", color=COLOURS.get(r["system"], "black"),
+                        arrowprops={"arrowstyle": "-", "lw": 0.3, "color": "grey", "alpha": 0.6})
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())  # 2, 5, 10 rather than 2x10^0
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_ylabel("BLEU (sacreBLEU)")
+        ax.set_title(f"{model}: Multi30k test_2016_flickr En-De, first {mine[0]['sentences']} sentences", fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[-1, 0].set_xlabel(f"ms per sentence, p50 (batch 1, {threads} thread{'s' if threads > 1 else ''}; log scale)")
     handles = [Line2D([], [], ls="", marker="o", color=c, label=s) for s, c in COLOURS.items()
                if any(r["system"] == s for r in lat)]
     handles += [Line2D([], [], ls="", marker=m, color="grey", label=s) for s, m in MARKERS.items()
                 if any(r["strategy"] == s for r in lat)]
     handles.append(Line2D([], [], ls="", marker="o", markerfacecolor="none", color="grey", label="float32 (hollow)"))
-    ax.set_xscale("log")
-    ax.set_xlabel(f"ms per sentence, p50 (batch 1, {threads} thread{'s' if threads > 1 else ''}; log scale)")
-    ax.set_ylabel("BLEU (sacreBLEU)")
-    ax.set_title(f"Multi30k test_2016_flickr En-De, first {lat[0]['sentences']} sentences")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(handles=handles, fontsize=8)
-    fig.tight_layout()
+    handles.append(Line2D([], [], ls="--", color="black", label="Pareto front (* in labels)"))
+    fig.legend(handles=handles, fontsize=7, loc="lower center", ncol=6, frameon=False)  # below, over no point
+    fig.subplots_adjust(left=0.08, right=0.62, top=1 - 0.35 / fig.get_figheight(),
+                        bottom=1.1 / fig.get_figheight(), hspace=0.35)
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return out

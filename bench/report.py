@@ -4,6 +4,7 @@ speed-ups, the check of every lossless row against greedy, the issues' targets, 
 what did not run (with the reason)."""
 from __future__ import annotations
 
+from bench.behind import behind_section
 from bench.blockwise_report import blockwise_section, lossless_section, targets_issue11
 from bench.plan import LATENCY_BATCH
 from bench.results import (
@@ -30,7 +31,7 @@ def _share(x):
     return _f(None if x is None else 100 * x, "{:.1f}%")
 
 
-SYSTEM_ORDER = ("pyfastdec", "ct2", "onnx", "torch")
+SYSTEM_ORDER = ("pyfastdec", "ct2", "marian", "onnx", "torch")
 STRATEGY_ORDER = ("greedy", "gad", "gad++", "iad", "blockwise", "blockwise-all", "beam5")
 
 
@@ -45,7 +46,7 @@ def _table(rows: list[dict], batch_size: int) -> list[str]:
     else:
         head = ["sent/s", "tokens/s", "sent/s min-max"]
     cols = ["system", "model", "precision", "strategy", "shortlist", "setting", "threads"] + head + \
-        ["x CT2 int8 greedy", "x greedy", "BLEU", "chrF", "= greedy", "load s", "peak RSS MB"]
+        ["x CT2 int8 greedy", "x faster peer", "x greedy", "BLEU", "chrF", "= greedy", "load s", "peak RSS MB"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * 7 + "---:|" * (len(cols) - 7)]
     for r in sorted(rows, key=_order):
         if batch_size == LATENCY_BATCH:
@@ -56,7 +57,8 @@ def _table(rows: list[dict], batch_size: int) -> list[str]:
         cells = [r["system"], r["model"], r["precision"], r["strategy"],
                  ("vmap" if r["system"] == "ct2" else "yes") if r["shortlist"] else "no",
                  r["setting"], str(r["threads"])] + figures + \
-            [_ratio(r["vs_ct2_int8_greedy"]), _ratio(r["vs_greedy"]), _f(r["bleu"]), _f(r["chrf"]),
+            [_ratio(r["vs_ct2_int8_greedy"]), _ratio(r.get("vs_best_peer")), _ratio(r["vs_greedy"]),
+             _f(r["bleu"]), _f(r["chrf"]),
              _share(r["identical_to_greedy"]), _f(r["load_s"]), _f(r["peak_rss_mb"], "{:.0f}")]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
@@ -133,8 +135,10 @@ def markdown(results: dict) -> str:
                             f"{100 * n['max_spread']:.1f}% (max-min over median)" if n.get("rows") else
                             "one pass per row, so no spread") + ".",
              "- Ratios come from this run only. 'x CT2 int8 greedy': times faster than CTranslate2 int8 greedy "
-             "on the same workload; 'x greedy': than greedy of the same system and model; '= greedy': share of "
-             "outputs token-identical to pyfastdec greedy on the same model and precision.", ""]
+             "on the same workload; 'x faster peer': than the faster of CTranslate2 and Marian running the same "
+             "model, precision, shortlist and strategy (greedy for lossless ones); 'x greedy': than greedy of the "
+             "same system and model; '= greedy': share of outputs token-identical to pyfastdec greedy on the same "
+             "model and precision.", ""]
     sections = [("Multi30k test_2016_flickr En-De, batch 1 (latency)", "multi30k", 1),
                 ("Multi30k test_2016_flickr En-De, batch 32 (throughput)", "multi30k", 32),
                 ("UA-GEC test, batch 1 (correction)", "uagec", 1)]
@@ -148,6 +152,7 @@ def markdown(results: dict) -> str:
                           "on the same sentences (half of UA-GEC needs no edit).", ""]
     lines += _ct2_section(results)
     lines += blockwise_section(results)
+    lines += behind_section(rows)
     lines += lossless_section(rows)
     lines += ["## Targets (issue 6)", ""] + _targets(rows) + [""]
     lines += targets_issue11(results)

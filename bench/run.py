@@ -39,7 +39,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from bench import data, models, plan as planning, plots, report, results
+from bench import behind, data, models, plan as planning, plots, report, results
 from bench.isolate import MeasurementFailed, run_isolated
 from bench.quality import bleu_chrf
 
@@ -350,6 +350,7 @@ def main(argv=None) -> dict:
     results.add_identical(rows)
     results.add_lossless_check(rows)
     results.add_ratios(rows)
+    behind.add_peer_ratios(rows)
     results.add_decoder_loop(rows)
     env["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     env["torch_isa"] = next((r["engine"].get("isa") for r in rows if r["system"] == "torch"), None)
