@@ -202,7 +202,7 @@ def noise(sentence: str, rng: random.Random) -> str:
         tries += 1
         made += KINDS[rng.choices(kinds, weights)[0]](tokens, rng)
     noisy = "".join(tokens).strip()
-    return noisy or sentence  # a one-word sentence whose word was deleted stays as it was
+    return noisy or sentence  # a sentence that was only a mark or a word stays as it was
 
 
 def _gzip_text(path: Path) -> io.TextIOWrapper:
