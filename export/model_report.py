@@ -14,7 +14,9 @@ tests check token for token against the PyTorch reference) and scored with sacre
   outputs equal greedy's;
 - uk-gec: greedy on the UA-GEC test set against the first annotator and against both,
   next to copying the input; the share of output tokens copied from the input (tokens
-  inside the longest matching blocks of input and output) and of unchanged sentences.
+  inside the longest matching blocks of input and output) and of unchanged sentences;
+  edit-level precision, recall and F0.5 per annotator and with the better one per
+  sentence (export/gec_score.py; copying the input scores F0.5 = 0).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from pyfastdec.decoding import beam_search, gad, greedy
 from pyfastdec.text import Tokenizer
 
 from .data import load_pairs, read_lines
+from . import gec_score
 from .uagec import ensure_corpus
 from .writer import read_config, write_float_twin
 
@@ -122,6 +125,7 @@ class Reporter:
         return {"megabytes": dir_megabytes(path), "sentences": len(sources),
                 "greedy vs annotator 1": quality(hyps, refs[:1]), "greedy vs both": quality(hyps, refs),
                 "copy input vs annotator 1": quality(sources, refs[:1]), "copy input vs both": quality(sources, refs),
+                "edits (export.gec_score)": gec_score.score(sources, hyps, refs),
                 "output tokens copied from input %": round(100 * copied / max(total, 1), 1),
                 "sentences unchanged %": round(100 * sum(h == s for h, s in zip(hyps, sources)) / len(sources), 1)}
 

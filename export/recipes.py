@@ -9,6 +9,7 @@ updates), so warm-up is a few hundred steps rather than the usual 4000.
 """
 from __future__ import annotations
 
+from .gec_noise import gec_synth_dir
 from .uagec import corpus_dir
 
 RECIPES: dict[str, dict] = {
@@ -105,6 +106,12 @@ RECIPES: dict[str, dict] = {
         "test_sets": ["test"],
     },
 }
+
+# Issue 16: uk-gec pretrained on synthetic errors (export.gec_noise: UA-GEC train's
+# corrected sides, 8 noisy copies each) before fine-tuning on UA-GEC itself
+# (`export.train --recipe uk-gec --init <this run>/averaged.pt`). Val and test stay
+# UA-GEC's real ones (gec_noise copies them into its directory).
+RECIPES["uk-gec-synth"] = dict(RECIPES["uk-gec"], corpus=str(gec_synth_dir()), keep_checkpoints=3)
 
 # The same student with an attention decoder: what engines without SSRU (CTranslate2,
 # onnxruntime) can run, so they are compared on the same weights.
