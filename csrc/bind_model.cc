@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/op_profile.h"
 #include "model/model.h"
 #include "py_arrays.h"
 
@@ -107,6 +108,7 @@ class PyModel {
   }
 
   PyMemory encode(const py::list& sources, const py::object& shortlists) {
+    OpTimer timer(Op::kBinding);
     std::vector<std::vector<int32_t>> src, lists;
     for (size_t b = 0; b < sources.size(); ++b) {
       src.push_back(checked_ids(sources[b], "source", b));
@@ -137,6 +139,7 @@ class PyModel {
   py::dict step(PyState& st, const py::handle& tokens_obj, bool argmax, int topk, const py::object& ids_obj,
                 bool logprobs, const py::object& proposals_obj, int heads) {
     const char* fn = "step";
+    OpTimer timer(Op::kBinding);
     check_owner(st, "state", fn);
     auto tokens = checked_array<int64_t>(tokens_obj, {fn, "tokens"}, {2});
     const py::ssize_t R = static_cast<py::ssize_t>(st.state.rows.size());
