@@ -134,14 +134,17 @@ void Model::sublayer_input(const LayerNorm& ln, const float* x, int rows, float*
     std::memcpy(h, x, sizeof(float) * static_cast<size_t>(rows) * cfg_.d_model);
 }
 
-void Model::add_residual(const LayerNorm& ln, float* x, const float* y, int rows) const {
-  {
-    OpTimer timer(Op::kResidual);
-    size_t count = static_cast<size_t>(rows) * cfg_.d_model;
-    for (size_t i = 0; i < count; ++i) x[i] += y[i];
-  }
+void Model::add_residual(const LayerNorm& post, const LayerNorm& next, float* x, const float* y, int rows,
+                         float* h) const {
+  // The add is fused with the layer norm that reads its result (kernels' add_layer_norm),
+  // so the table counts the residual within layer_norm.
   OpTimer timer(Op::kLayerNorm);
-  if (!cfg_.pre_norm) ln.forward(x, rows, x);
+  if (cfg_.pre_norm) {
+    next.add_forward(x, y, rows, h);
+  } else {
+    post.add_forward(x, y, rows, x);
+    if (h != x) std::memcpy(h, x, sizeof(float) * static_cast<size_t>(rows) * cfg_.d_model);
+  }
 }
 
 void Model::grow(RowCache& row, int length) const {
@@ -178,9 +181,10 @@ Memory Model::encode(const std::vector<std::vector<int32_t>>& sources,
       embed(sources[b][i], i, x_.data() + static_cast<size_t>(offset[b] + i) * d);
   h_.resize(x_.size());
   y_.resize(x_.size());
-  for (const EncoderLayer& L : encoder_) {
+  if (!encoder_.empty()) sublayer_input(encoder_[0].ln_attn, x_.data(), T, h_.data());
+  for (size_t i = 0; i < encoder_.size(); ++i) {
+    const EncoderLayer& L = encoder_[i];
     const int inner = L.heads * hd;
-    sublayer_input(L.ln_attn, x_.data(), T, h_.data());
     big_.resize(static_cast<size_t>(T) * 3 * inner);
     L.qkv.forward(h_.data(), T, big_.data(), &pool_, false, &i8_scratch_);
     att_.resize(static_cast<size_t>(T) * inner);
@@ -197,14 +201,16 @@ Memory Model::encode(const std::vector<std::vector<int32_t>>& sources,
       });
     }
     L.o.forward(att_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
-    add_residual(L.ln_attn, x_.data(), y_.data(), T);
-    sublayer_input(L.ln_ffn, x_.data(), T, h_.data());
+    add_residual(L.ln_attn, L.ln_ffn, x_.data(), y_.data(), T, h_.data());
     big_.resize(static_cast<size_t>(T) * L.fc1.out());
     L.fc1.forward(h_.data(), T, big_.data(), &pool_, /*relu=*/true, &i8_scratch_);
     L.fc2.forward(big_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
-    add_residual(L.ln_ffn, x_.data(), y_.data(), T);
+    // The next layer's input norm, or (pre-norm) the final one in place.
+    bool last = i + 1 == encoder_.size();
+    add_residual(L.ln_ffn, last ? enc_final_ : encoder_[i + 1].ln_attn, x_.data(), y_.data(), T,
+                 last ? x_.data() : h_.data());
   }
-  if (cfg_.pre_norm) {
+  if (encoder_.empty() && cfg_.pre_norm) {
     OpTimer timer(Op::kLayerNorm);
     enc_final_.forward(x_.data(), T, x_.data());
   }
@@ -249,11 +255,11 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
   h_.resize(static_cast<size_t>(T) * d);
   y_.resize(static_cast<size_t>(T) * d);
 
+  if (!decoder_.empty()) sublayer_input(decoder_[0].ln_self, x, T, h_.data());
   for (size_t l = 0; l < decoder_.size(); ++l) {
     const DecoderLayer& L = decoder_[l];
     const int inner = L.heads * hd;
-    // Self sublayer.
-    sublayer_input(L.ln_self, x, T, h_.data());
+    // Self sublayer (its input norm ran with the previous residual).
     if (cfg_.ssru_decoder) {
       big_.resize(static_cast<size_t>(T) * 2 * d);
       L.ssru.forward(h_.data(), T, big_.data(), &pool_, false, &i8_scratch_);
@@ -298,9 +304,8 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
       });
       L.self_o.forward(att_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
     }
-    add_residual(L.ln_self, x, y_.data(), T);
+    add_residual(L.ln_self, L.ln_cross, x, y_.data(), T, h_.data());
     // Cross-attention over the row's own source.
-    sublayer_input(L.ln_cross, x, T, h_.data());
     att_.resize(static_cast<size_t>(T) * inner);
     big_.resize(static_cast<size_t>(T) * inner);
     L.cross_q.forward(h_.data(), T, big_.data(), &pool_, false, &i8_scratch_);
@@ -315,15 +320,15 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
              att_.data() + static_cast<size_t>(offset[b]) * inner, static_cast<size_t>(inner), attention_scratch);
     });
     L.cross_o.forward(att_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
-    add_residual(L.ln_cross, x, y_.data(), T);
+    add_residual(L.ln_cross, L.ln_ffn, x, y_.data(), T, h_.data());
     // FFN.
-    sublayer_input(L.ln_ffn, x, T, h_.data());
     big_.resize(static_cast<size_t>(T) * L.fc1.out());
     L.fc1.forward(h_.data(), T, big_.data(), &pool_, /*relu=*/true, &i8_scratch_);
     L.fc2.forward(big_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
-    add_residual(L.ln_ffn, x, y_.data(), T);
+    bool last = l + 1 == decoder_.size();
+    add_residual(L.ln_ffn, last ? dec_final_ : decoder_[l + 1].ln_self, x, y_.data(), T, last ? x : h_.data());
   }
-  if (cfg_.pre_norm) {
+  if (decoder_.empty() && cfg_.pre_norm) {
     OpTimer timer(Op::kLayerNorm);
     dec_final_.forward(x, T, x);
   }
