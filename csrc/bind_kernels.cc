@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <memory>
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -303,6 +304,58 @@ py::array_t<float> layer_norm_py(const py::handle& x_obj, const py::handle& gamm
   return y;
 }
 
+py::tuple add_layer_norm_py(const py::handle& x_obj, const py::handle& y_obj, const py::handle& gamma_obj,
+                            const py::handle& beta_obj, const std::optional<std::string>& isa) {
+  const char* fn = "add_layer_norm";
+  auto x_in = checked_array<float>(x_obj, {fn, "x"}, {2});
+  auto y = checked_array<float>(y_obj, {fn, "y"}, {2});
+  auto gamma = checked_array<float>(gamma_obj, {fn, "gamma"}, {1});
+  auto beta = checked_array<float>(beta_obj, {fn, "beta"}, {1});
+  py::ssize_t rows = x_in.shape(0), d = x_in.shape(1);
+  if (d < 1) throw py::value_error("add_layer_norm: argument 'x' has empty rows");
+  expect_dim(y, 0, rows, {fn, "y"}, "the rows of x");
+  expect_dim(y, 1, d, {fn, "y"}, "the columns of x");
+  expect_dim(gamma, 0, d, {fn, "gamma"}, "one value per column of x");
+  expect_dim(beta, 0, d, {fn, "beta"}, "one value per column of x");
+  py::array_t<float> x({rows, d});
+  std::copy(x_in.data(), x_in.data() + x_in.size(), x.mutable_data());
+  py::array_t<float> out({rows, d});
+  float* xptr = x.mutable_data();
+  float* optr = out.mutable_data();
+  const KernelTable& kt = table(isa);
+  {
+    py::gil_scoped_release release;
+    kt.add_layer_norm(xptr, y.data(), static_cast<int>(rows), static_cast<int>(d), gamma.data(), beta.data(), optr);
+  }
+  return py::make_tuple(x, out);
+}
+
+py::array_t<float> softmax_rows_py(const py::handle& x_obj, const py::handle& visible_obj,
+                                   const std::optional<std::string>& isa) {
+  const char* fn = "softmax_rows";
+  auto x_in = checked_array<float>(x_obj, {fn, "x"}, {2});
+  auto visible_in = checked_array<int64_t>(visible_obj, {fn, "visible"}, {1});
+  py::ssize_t rows = x_in.shape(0), n = x_in.shape(1);
+  expect_dim(visible_in, 0, rows, {fn, "visible"}, "one count per row of x");
+  std::vector<int> visible(static_cast<size_t>(rows));
+  for (py::ssize_t r = 0; r < rows; ++r) {
+    int64_t v = visible_in.data()[r];
+    if (v < 1 || v > n)
+      throw py::value_error("softmax_rows: visible[" + std::to_string(r) + "] = " + std::to_string(v) +
+                            ", outside [1, " + std::to_string(n) + "] (the row's length)");
+    visible[static_cast<size_t>(r)] = static_cast<int>(v);
+  }
+  py::array_t<float> x({rows, n});
+  std::copy(x_in.data(), x_in.data() + x_in.size(), x.mutable_data());
+  float* xptr = x.mutable_data();
+  const KernelTable& kt = table(isa);
+  {
+    py::gil_scoped_release release;
+    kt.softmax_rows(xptr, static_cast<int>(rows), static_cast<int>(n), static_cast<size_t>(n), visible.data());
+  }
+  return x;
+}
+
 double time_argmax_py(const py::handle& x_obj, int repeats, const std::string& impl,
                       const std::optional<std::string>& isa) {
   auto x = checked_array<float>(x_obj, {"time_argmax_ns", "x"}, {1});
@@ -363,6 +416,12 @@ void bind_kernels(py::module_& m) {
         py::arg("isa") = py::none(), py::arg("pool") = nullptr);
   m.def("layer_norm", &layer_norm_py, "Row-wise layer norm (eps 1e-5), as the engine runs it.",
         py::arg("x"), py::arg("gamma"), py::arg("beta"), py::kw_only(), py::arg("isa") = py::none());
+  m.def("add_layer_norm", &add_layer_norm_py,
+        "(x + y, layer_norm(x + y)) in the engine's fused residual pass (eps 1e-5).", py::arg("x"), py::arg("y"),
+        py::arg("gamma"), py::arg("beta"), py::kw_only(), py::arg("isa") = py::none());
+  m.def("softmax_rows", &softmax_rows_py,
+        "Attention softmax per row over its first visible[r] entries, zeros after, as the engine runs it.",
+        py::arg("x"), py::arg("visible"), py::kw_only(), py::arg("isa") = py::none());
   m.def("time_argmax_ns", &time_argmax_py, "Median ns per argmax call, timed inside C++.",
         py::arg("x"), py::kw_only(), py::arg("repeats") = 200, py::arg("impl") = "fastdec",
         py::arg("isa") = py::none());

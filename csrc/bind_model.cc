@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/op_profile.h"
 #include "model/model.h"
 #include "py_arrays.h"
 
@@ -107,6 +108,7 @@ class PyModel {
   }
 
   PyMemory encode(const py::list& sources, const py::object& shortlists) {
+    OpTimer timer(Op::kBinding);
     std::vector<std::vector<int32_t>> src, lists;
     for (size_t b = 0; b < sources.size(); ++b) {
       src.push_back(checked_ids(sources[b], "source", b));
@@ -137,6 +139,7 @@ class PyModel {
   py::dict step(PyState& st, const py::handle& tokens_obj, bool argmax, int topk, const py::object& ids_obj,
                 bool logprobs, const py::object& proposals_obj, int heads) {
     const char* fn = "step";
+    OpTimer timer(Op::kBinding);
     check_owner(st, "state", fn);
     auto tokens = checked_array<int64_t>(tokens_obj, {fn, "tokens"}, {2});
     const py::ssize_t R = static_cast<py::ssize_t>(st.state.rows.size());
@@ -187,25 +190,31 @@ class PyModel {
       req.heads = heads;
     }
     const py::ssize_t H = req.draft_lengths ? (req.heads ? req.heads : K) : 0;
-    py::array_t<int64_t> proposals({R, H});
-    py::array_t<int64_t> accepted(req.draft_lengths ? R : 0);
+    const py::ssize_t N = n;
+    // Only the arrays asked for are made (a batch-1 greedy step needs one): each costs
+    // about as much as a microsecond-scale part of the step. argmax is always computed.
+    py::array_t<int64_t> proposals, accepted, am({R, N}), tid;
+    py::array_t<float> tlp, ilp, lp;
     py::dict out;
     StepOutputs o;
-    py::array_t<int64_t> am({R, static_cast<py::ssize_t>(n)});
-    py::array_t<int64_t> tid({R, static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(topk)});
-    py::array_t<float> tlp({R, static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(topk)});
-    py::array_t<float> ilp({R, static_cast<py::ssize_t>(n)});
-    py::array_t<float> lp = logprobs ? py::array_t<float>({R, static_cast<py::ssize_t>(n),
-                                                           static_cast<py::ssize_t>(cfg().vocab_size)})
-                                     : py::array_t<float>(0);
     o.argmax = am.mutable_data();
     if (topk > 0) {
+      tid = py::array_t<int64_t>({R, N, static_cast<py::ssize_t>(topk)});
+      tlp = py::array_t<float>({R, N, static_cast<py::ssize_t>(topk)});
       o.topk_ids = tid.mutable_data();
       o.topk_logprobs = tlp.mutable_data();
     }
-    if (req.ids) o.id_logprobs = ilp.mutable_data();
-    if (logprobs) o.logprobs = lp.mutable_data();
+    if (req.ids) {
+      ilp = py::array_t<float>({R, N});
+      o.id_logprobs = ilp.mutable_data();
+    }
+    if (logprobs) {
+      lp = py::array_t<float>({R, N, static_cast<py::ssize_t>(cfg().vocab_size)});
+      o.logprobs = lp.mutable_data();
+    }
     if (req.draft_lengths) {
+      proposals = py::array_t<int64_t>({R, H});
+      accepted = py::array_t<int64_t>(R);
       o.proposals = proposals.mutable_data();
       o.accepted = accepted.mutable_data();
     }

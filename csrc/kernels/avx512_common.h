@@ -286,6 +286,30 @@ inline __m512 exp_avx512(__m512 x) {
   return _mm512_maskz_mov_ps(live, _mm512_scalef_ps(p, n));
 }
 
+void softmax_rows_avx512(float* x, int rows, int n, size_t stride, const int* visible) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int r = 0; r < rows; ++r) {
+    float* row = x + static_cast<size_t>(r) * stride;
+    const int seen = std::min(visible[r], n);
+    __m512 mx = ninf;
+    for (int j = 0; j < seen; j += 16) mx = _mm512_max_ps(_mm512_mask_loadu_ps(ninf, tail_mask16(seen - j), row + j), mx);
+    const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    __m512 sum = _mm512_setzero_ps();
+    for (int j = 0; j < seen; j += 16) {
+      __mmask16 m = tail_mask16(seen - j);
+      __m512 e = _mm512_maskz_mov_ps(m, exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), vmax)));
+      _mm512_mask_storeu_ps(row + j, m, e);
+      sum = _mm512_add_ps(sum, e);
+    }
+    const __m512 inv = _mm512_set1_ps(1.f / _mm512_reduce_add_ps(sum));
+    for (int j = 0; j < seen; j += 16) {
+      __mmask16 m = tail_mask16(seen - j);
+      _mm512_mask_storeu_ps(row + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + j), inv));
+    }
+    std::fill(row + seen, row + n, 0.f);
+  }
+}
+
 RowStats row_stats_avx512(const float* x, int64_t n, int k, int64_t* top_ids,
                           float* top_values) {
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());

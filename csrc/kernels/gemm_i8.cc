@@ -4,6 +4,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "kernels/op_profile.h"
+
 namespace fastdec {
 namespace {
 
@@ -16,6 +18,7 @@ struct QuantizedA {
 QuantizedA quantize_activations(const KernelTable& kt, const float* a, int M, int K,
                                 size_t lda, const float* act_scale, I8Scratch* owned) {
   // Quantisation runs on the calling thread, before the GEMM is split.
+  OpTimer timer(Op::kQuantize);
   thread_local I8Scratch per_thread;
   I8Scratch& scratch = owned ? *owned : per_thread;
   size_t stride = kt.i8_a_row_bytes(K);

@@ -354,6 +354,28 @@ inline __m256 exp8(__m256 x) {
   return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), live);
 }
 
+void softmax_rows(float* x, int rows, int n, size_t stride, const int* visible) {
+  const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m256 zero = _mm256_setzero_ps();
+  for (int r = 0; r < rows; ++r) {
+    float* row = x + static_cast<size_t>(r) * stride;
+    const int seen = std::min(visible[r], n);
+    __m256 mx = ninf;
+    for (int j = 0; j < seen; j += 8) mx = _mm256_max_ps(load_tail(row + j, seen - j, ninf), mx);
+    const __m256 vmax = _mm256_set1_ps(hmax(mx));
+    __m256 sum = zero;
+    for (int j = 0; j < seen; j += 8) {
+      // Lanes past `seen` load -inf: exp8 gives exactly 0 there.
+      __m256 e = exp8(_mm256_sub_ps(load_tail(row + j, seen - j, ninf), vmax));
+      store_tail(row + j, seen - j, e);
+      sum = _mm256_add_ps(sum, e);
+    }
+    const __m256 inv = _mm256_set1_ps(1.f / hsum(sum));
+    for (int j = 0; j < seen; j += 8) store_tail(row + j, seen - j, _mm256_mul_ps(load_tail(row + j, seen - j, zero), inv));
+    std::fill(row + seen, row + n, 0.f);
+  }
+}
+
 RowStats row_stats(const float* x, int64_t n, int k, int64_t* top_ids, float* top_values) {
   const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   RowStats s;
@@ -395,7 +417,7 @@ const KernelTable& kernels_avx2() {
       Isa::kAvx2, "avx2",
       kCols, packed_bytes, pack, a_row_bytes, quantize, gemm, gemm_columns,
       kF32Cols, f32_packed_floats, f32_pack, f32_gemm, f32_small_gemm,
-      layer_norm, argmax, row_stats};
+      layer_norm, add_layer_norm_rows<layer_norm>, softmax_rows, argmax, row_stats};
   return table;
 }
 

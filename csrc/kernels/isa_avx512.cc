@@ -119,7 +119,8 @@ const KernelTable& kernels_avx512() {
       Isa::kAvx512, "avx512bw",
       kCols, packed_bytes, pack, a_row_bytes, quantize, gemm, gemm_columns,
       kF32Cols, f32_packed_floats_avx512, f32_pack_avx512, f32_gemm_avx512, f32_small_gemm_avx512,
-      layer_norm_avx512, argmax_avx512, row_stats_avx512};
+      layer_norm_avx512, add_layer_norm_rows<layer_norm_avx512>, softmax_rows_avx512,
+      argmax_avx512, row_stats_avx512};
   return table;
 }
 

@@ -40,6 +40,19 @@ inline float dequantize_one(int32_t acc, float a_dequant, float b_dequant, float
   return relu && v < 0.f ? 0.f : v;
 }
 
+// x += y, then out = LayerNormFn(x), row by row while the row is in L1: the same
+// additions and the same layer norm as doing them one after the other.
+template <void (*LayerNormFn)(const float*, int, int, const float*, const float*, float*)>
+void add_layer_norm_rows(float* x, const float* y, int rows, int d, const float* gamma,
+                         const float* beta, float* out) {
+  for (int r = 0; r < rows; ++r) {
+    float* xr = x + static_cast<size_t>(r) * d;
+    const float* yr = y + static_cast<size_t>(r) * d;
+    for (int i = 0; i < d; ++i) xr[i] += yr[i];
+    LayerNormFn(xr, 1, d, gamma, beta, out + static_cast<size_t>(r) * d);
+  }
+}
+
 // Sorted top-k list (value desc, index asc) fed in increasing index order.
 struct TopK {
   int k;

@@ -115,6 +115,23 @@ void layer_norm(const float* x, int rows, int d, const float* gamma, const float
   }
 }
 
+void softmax_rows(float* x, int rows, int n, size_t stride, const int* visible) {
+  for (int r = 0; r < rows; ++r) {
+    float* row = x + static_cast<size_t>(r) * stride;
+    int seen = std::min(visible[r], n);
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int j = 0; j < seen; ++j) mx = std::max(mx, row[j]);
+    float sum = 0.f;
+    for (int j = 0; j < seen; ++j) {
+      row[j] = std::exp(row[j] - mx);
+      sum += row[j];
+    }
+    float inv = 1.f / sum;
+    for (int j = 0; j < seen; ++j) row[j] *= inv;
+    std::fill(row + seen, row + n, 0.f);
+  }
+}
+
 int64_t argmax(const float* x, int64_t n) {
   int64_t best = -1;
   for (int64_t i = 0; i < n; ++i)
@@ -151,7 +168,7 @@ const KernelTable& kernels_scalar() {
       Isa::kScalar, "scalar",
       1, i8_packed_bytes, i8_pack, i8_row_bytes, i8_quantize, i8_gemm, i8_gemm_columns,
       1, f32_packed_floats, f32_pack, f32_gemm, f32_small_gemm,
-      layer_norm, argmax, row_stats};
+      layer_norm, add_layer_norm_rows<layer_norm>, softmax_rows, argmax, row_stats};
   return table;
 }
 

@@ -94,6 +94,14 @@ struct KernelTable {
   // of d values (two passes: mean, then variance of the centred values). y may be x.
   void (*layer_norm)(const float* x, int rows, int d, const float* gamma, const float* beta,
                      float* y);
+  // Residual and layer norm in one pass over each row: x += y, then out = layer_norm(x)
+  // (out may be x). The same numbers as the add followed by layer_norm.
+  void (*add_layer_norm)(float* x, const float* y, int rows, int d, const float* gamma,
+                         const float* beta, float* out);
+
+  // ---- attention softmax, in place: row r of x (rows `stride` floats apart) becomes
+  // softmax(x[r, :visible[r]]) followed by zeros up to n; visible[r] >= 1.
+  void (*softmax_rows)(float* x, int rows, int n, size_t stride, const int* visible);
 
   // ---- rows of scores ----
   // Index of the maximum; ties -> lowest index; NaN never wins unless all are NaN

@@ -15,6 +15,10 @@ class LayerNorm {
   void forward(const float* x, int rows, float* y) const {
     kernels_->layer_norm(x, rows, d_, gamma_.data(), beta_.data(), y);
   }
+  // x += residual, then y = layer_norm(x) in one pass (y may be x).
+  void add_forward(float* x, const float* residual, int rows, float* y) const {
+    kernels_->add_layer_norm(x, residual, rows, d_, gamma_.data(), beta_.data(), y);
+  }
 
  private:
   const KernelTable* kernels_ = nullptr;

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "kernels/op_profile.h"
+
 namespace fastdec {
 
 Linear::Linear(const KernelTable& kernels, const TensorLookup& lookup,
@@ -79,6 +81,7 @@ Linear Linear::from_float(const KernelTable& kernels, const float* w, int out, i
 
 void Linear::forward(const float* x, int rows, float* y, ThreadPool* pool, bool relu,
                      I8Scratch* scratch) const {
+  OpTimer timer(Op::kGemm);
   if (i8_)
     gemm_i8(*i8_, x, rows, static_cast<size_t>(in_), act_scale_ > 0.f ? &act_scale_ : nullptr,
             bias_.data(), relu, y, static_cast<size_t>(out_), pool, scratch);
@@ -90,6 +93,7 @@ void Linear::forward(const float* x, int rows, float* y, ThreadPool* pool, bool 
 void Linear::forward_columns(const float* x, int rows, const int32_t* cols, const int64_t* offsets,
                              float* y, ThreadPool* pool, I8Scratch* scratch) const {
   if (!supports_columns()) throw std::logic_error("Linear: column subsets need an int8 matrix with rows");
+  OpTimer timer(Op::kGemm);
   gemm_i8_columns(*i8_, x, rows, static_cast<size_t>(in_), act_scale_ > 0.f ? &act_scale_ : nullptr,
                   cols, offsets, bias_.data(), y, pool, scratch);
 }

@@ -12,6 +12,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/gemm_i8.h"
+#include "kernels/op_profile.h"
 #include "kernels/row_ops.h"
 #include "layers/attention.h"
 #include "layers/ssru.h"
@@ -102,6 +103,7 @@ Model::Model(ModelConfig config, const TensorLookup& lookup,
 
 // ---------------------------------------------------------------- building blocks
 void Model::embed(int32_t id, int position, float* out) {
+  OpTimer timer(Op::kEmbed);
   const int d = cfg_.d_model;
   size_t have = positions_.size() / static_cast<size_t>(d);
   if (static_cast<size_t>(position) >= have) {
@@ -125,16 +127,24 @@ void Model::embed(int32_t id, int position, float* out) {
 }
 
 void Model::sublayer_input(const LayerNorm& ln, const float* x, int rows, float* h) const {
+  OpTimer timer(Op::kLayerNorm);
   if (cfg_.pre_norm)
     ln.forward(x, rows, h);
   else
     std::memcpy(h, x, sizeof(float) * static_cast<size_t>(rows) * cfg_.d_model);
 }
 
-void Model::add_residual(const LayerNorm& ln, float* x, const float* y, int rows) const {
-  size_t count = static_cast<size_t>(rows) * cfg_.d_model;
-  for (size_t i = 0; i < count; ++i) x[i] += y[i];
-  if (!cfg_.pre_norm) ln.forward(x, rows, x);
+void Model::add_residual(const LayerNorm& post, const LayerNorm& next, float* x, const float* y, int rows,
+                         float* h) const {
+  // The add is fused with the layer norm that reads its result (kernels' add_layer_norm),
+  // so the table counts the residual within layer_norm.
+  OpTimer timer(Op::kLayerNorm);
+  if (cfg_.pre_norm) {
+    next.add_forward(x, y, rows, h);
+  } else {
+    post.add_forward(x, y, rows, x);
+    if (h != x) std::memcpy(h, x, sizeof(float) * static_cast<size_t>(rows) * cfg_.d_model);
+  }
 }
 
 void Model::grow(RowCache& row, int length) const {
@@ -159,6 +169,7 @@ void Model::grow(RowCache& row, int length) const {
 Memory Model::encode(const std::vector<std::vector<int32_t>>& sources,
                      const std::vector<std::vector<int32_t>>& shortlists) {
   std::lock_guard<std::mutex> lock(call_mutex_);
+  OpTimer call_timer(Op::kCallOther);
   const int d = cfg_.d_model, hd = cfg_.head_dim;
   const int R = static_cast<int>(sources.size());
   std::vector<int> offset(static_cast<size_t>(R) + 1, 0);
@@ -170,30 +181,39 @@ Memory Model::encode(const std::vector<std::vector<int32_t>>& sources,
       embed(sources[b][i], i, x_.data() + static_cast<size_t>(offset[b] + i) * d);
   h_.resize(x_.size());
   y_.resize(x_.size());
-  for (const EncoderLayer& L : encoder_) {
+  if (!encoder_.empty()) sublayer_input(encoder_[0].ln_attn, x_.data(), T, h_.data());
+  for (size_t i = 0; i < encoder_.size(); ++i) {
+    const EncoderLayer& L = encoder_[i];
     const int inner = L.heads * hd;
-    sublayer_input(L.ln_attn, x_.data(), T, h_.data());
     big_.resize(static_cast<size_t>(T) * 3 * inner);
     L.qkv.forward(h_.data(), T, big_.data(), &pool_, false, &i8_scratch_);
     att_.resize(static_cast<size_t>(T) * inner);
-    parallel_rows(&pool_, R, [&](int b) {
-      int len = offset[b + 1] - offset[b];
-      std::vector<int> visible(static_cast<size_t>(len), len);
-      const float* qkv = big_.data() + static_cast<size_t>(offset[b]) * 3 * inner;
-      attend(kt_, {L.heads, hd}, qkv, 3 * static_cast<size_t>(inner), len, qkv + inner, qkv + 2 * inner,
-             3 * static_cast<size_t>(inner), len, visible.data(),
-             att_.data() + static_cast<size_t>(offset[b]) * inner, static_cast<size_t>(inner),
-             attention_scratch);
-    });
+    {
+      OpTimer attention_timer(Op::kAttention);
+      parallel_rows(&pool_, R, [&](int b) {
+        int len = offset[b + 1] - offset[b];
+        std::vector<int> visible(static_cast<size_t>(len), len);
+        const float* qkv = big_.data() + static_cast<size_t>(offset[b]) * 3 * inner;
+        attend(kt_, {L.heads, hd}, qkv, 3 * static_cast<size_t>(inner), len, qkv + inner, qkv + 2 * inner,
+               3 * static_cast<size_t>(inner), len, visible.data(),
+               att_.data() + static_cast<size_t>(offset[b]) * inner, static_cast<size_t>(inner),
+               attention_scratch);
+      });
+    }
     L.o.forward(att_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
-    add_residual(L.ln_attn, x_.data(), y_.data(), T);
-    sublayer_input(L.ln_ffn, x_.data(), T, h_.data());
+    add_residual(L.ln_attn, L.ln_ffn, x_.data(), y_.data(), T, h_.data());
     big_.resize(static_cast<size_t>(T) * L.fc1.out());
     L.fc1.forward(h_.data(), T, big_.data(), &pool_, /*relu=*/true, &i8_scratch_);
     L.fc2.forward(big_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
-    add_residual(L.ln_ffn, x_.data(), y_.data(), T);
+    // The next layer's input norm, or (pre-norm) the final one in place.
+    bool last = i + 1 == encoder_.size();
+    add_residual(L.ln_ffn, last ? enc_final_ : encoder_[i + 1].ln_attn, x_.data(), y_.data(), T,
+                 last ? x_.data() : h_.data());
   }
-  if (cfg_.pre_norm) enc_final_.forward(x_.data(), T, x_.data());
+  if (encoder_.empty() && cfg_.pre_norm) {
+    OpTimer timer(Op::kLayerNorm);
+    enc_final_.forward(x_.data(), T, x_.data());
+  }
 
   std::vector<std::shared_ptr<MemoryRow>> rows(static_cast<size_t>(R));
   for (int b = 0; b < R; ++b) {
@@ -206,6 +226,7 @@ Memory Model::encode(const std::vector<std::vector<int32_t>>& sources,
     const int width = 2 * decoder_[l].heads * hd;
     big_.resize(static_cast<size_t>(T) * width);
     decoder_[l].cross_kv.forward(x_.data(), T, big_.data(), &pool_, false, &i8_scratch_);
+    OpTimer timer(Op::kCacheCopy);
     for (int b = 0; b < R; ++b)
       rows[b]->cross_kv[l].assign(big_.begin() + static_cast<std::ptrdiff_t>(offset[b]) * width,
                                   big_.begin() + static_cast<std::ptrdiff_t>(offset[b + 1]) * width);
@@ -234,14 +255,15 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
   h_.resize(static_cast<size_t>(T) * d);
   y_.resize(static_cast<size_t>(T) * d);
 
+  if (!decoder_.empty()) sublayer_input(decoder_[0].ln_self, x, T, h_.data());
   for (size_t l = 0; l < decoder_.size(); ++l) {
     const DecoderLayer& L = decoder_[l];
     const int inner = L.heads * hd;
-    // Self sublayer.
-    sublayer_input(L.ln_self, x, T, h_.data());
+    // Self sublayer (its input norm ran with the previous residual).
     if (cfg_.ssru_decoder) {
       big_.resize(static_cast<size_t>(T) * 2 * d);
       L.ssru.forward(h_.data(), T, big_.data(), &pool_, false, &i8_scratch_);
+      OpTimer timer(Op::kSsru);
       parallel_rows(&pool_, R, [&](int b) {
         RowCache& row = *rows[b];
         float* c = row.c[l].data();
@@ -259,12 +281,16 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
         const float* qkv = big_.data() + static_cast<size_t>(offset[b]) * 3 * inner;
         float* k = row.k[l].data();
         float* v = row.v[l].data();
-        for (int i = 0; i < n; ++i) {
-          std::memcpy(k + static_cast<size_t>(start + i) * inner, qkv + static_cast<size_t>(i) * 3 * inner + inner,
-                      sizeof(float) * inner);
-          std::memcpy(v + static_cast<size_t>(start + i) * inner, qkv + static_cast<size_t>(i) * 3 * inner + 2 * inner,
-                      sizeof(float) * inner);
+        {
+          OpTimer copy_timer(Op::kCacheCopy);
+          for (int i = 0; i < n; ++i) {
+            std::memcpy(k + static_cast<size_t>(start + i) * inner, qkv + static_cast<size_t>(i) * 3 * inner + inner,
+                        sizeof(float) * inner);
+            std::memcpy(v + static_cast<size_t>(start + i) * inner,
+                        qkv + static_cast<size_t>(i) * 3 * inner + 2 * inner, sizeof(float) * inner);
+          }
         }
+        OpTimer attention_timer(Op::kAttention);
         std::vector<int> visible(static_cast<size_t>(n));
         for (int i = 0; i < n; ++i) {
           int position = start + i;
@@ -278,13 +304,13 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
       });
       L.self_o.forward(att_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
     }
-    add_residual(L.ln_self, x, y_.data(), T);
+    add_residual(L.ln_self, L.ln_cross, x, y_.data(), T, h_.data());
     // Cross-attention over the row's own source.
-    sublayer_input(L.ln_cross, x, T, h_.data());
     att_.resize(static_cast<size_t>(T) * inner);
     big_.resize(static_cast<size_t>(T) * inner);
     L.cross_q.forward(h_.data(), T, big_.data(), &pool_, false, &i8_scratch_);
     parallel_rows(&pool_, R, [&](int b) {
+      OpTimer attention_timer(Op::kAttention);
       const MemoryRow& mem = *rows[b]->memory;
       const int src = static_cast<int>(mem.source.size());
       std::vector<int> visible(static_cast<size_t>(counts[b]), src);
@@ -294,21 +320,25 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
              att_.data() + static_cast<size_t>(offset[b]) * inner, static_cast<size_t>(inner), attention_scratch);
     });
     L.cross_o.forward(att_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
-    add_residual(L.ln_cross, x, y_.data(), T);
+    add_residual(L.ln_cross, L.ln_ffn, x, y_.data(), T, h_.data());
     // FFN.
-    sublayer_input(L.ln_ffn, x, T, h_.data());
     big_.resize(static_cast<size_t>(T) * L.fc1.out());
     L.fc1.forward(h_.data(), T, big_.data(), &pool_, /*relu=*/true, &i8_scratch_);
     L.fc2.forward(big_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
-    add_residual(L.ln_ffn, x, y_.data(), T);
+    bool last = l + 1 == decoder_.size();
+    add_residual(L.ln_ffn, last ? dec_final_ : decoder_[l + 1].ln_self, x, y_.data(), T, last ? x : h_.data());
   }
-  if (cfg_.pre_norm) dec_final_.forward(x, T, x);
+  if (decoder_.empty() && cfg_.pre_norm) {
+    OpTimer timer(Op::kLayerNorm);
+    dec_final_.forward(x, T, x);
+  }
   for (int b = 0; b < R; ++b) rows[b]->length += counts[b];
 }
 
 void Model::step(DecoderState& state, const int32_t* tokens, int n, const StepRequest& request,
                  const StepOutputs& outputs) {
   std::lock_guard<std::mutex> lock(call_mutex_);
+  OpTimer call_timer(Op::kCallOther);
   // Before anything runs: a refused call must leave the state as it was.
   if (request.draft_lengths && heads_.count() == 0)
     throw std::invalid_argument("step: proposals asked for, but this model has no proposal heads");
@@ -505,6 +535,7 @@ void Model::output_stats(const float* h, int T, const std::vector<const MemoryRo
     }
   }
   const int k = std::max(request.topk, 1);
+  OpTimer stats_timer(Op::kOutputStats);
   parallel_rows(&pool_, T, [&](int t) {
     const float* row = logits_.data() + offsets[t];
     const int64_t n = offsets[t + 1] - offsets[t];

@@ -90,7 +90,10 @@ class Model {
   // x = E[id] * sqrt(d) + PE(position); PE rows come from a table grown on demand.
   void embed(int32_t id, int position, float* out);
   void sublayer_input(const LayerNorm& ln, const float* x, int rows, float* h) const;
-  void add_residual(const LayerNorm& ln, float* x, const float* y, int rows) const;
+  // x += y, then the norm that reads x next: pre-norm h = next(x) (next is the following
+  // sublayer's input norm, or the final norm with h = x); post-norm x = post(x), h = x.
+  void add_residual(const LayerNorm& post, const LayerNorm& next, float* x, const float* y, int rows,
+                    float* h) const;
   void grow(RowCache& row, int length) const;
   // Runs every decoder layer over counts[b] new positions of each row (x: [sum, d],
   // row-major by row), appending to the rows' caches; leaves the final hidden states
