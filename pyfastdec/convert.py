@@ -44,6 +44,7 @@ re-quantises them with its own per-row scales and dynamic per-row activation sca
 uses the same float weights, each engine applying its own int8 scheme.
 
 CLI: python -m pyfastdec.convert ctranslate2 MODEL_DIR OUT_DIR [--quantization int8]
+(also `marian-npz`: pyfastdec/convert_marian_npz.py)
 """
 from __future__ import annotations
 
@@ -268,9 +269,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ct2.add_argument("--max-positions", type=int, default=DEFAULT_MAX_POSITIONS,
                      help=f"rows of the position table (longest source / decoder input; default {DEFAULT_MAX_POSITIONS})")
     ct2.add_argument("--force", action="store_true", help="replace an existing output directory")
+    mz = sub.add_parser("marian-npz", help="write a Marian model (model.npz, vocabularies, lexical shortlist)")
+    mz.add_argument("model_dir", help="pyfastdec model directory")
+    mz.add_argument("out_dir", help="output directory (model.npz, vocab.src.spm, vocab.trg.spm, lex.s2t, decoder.yml)")
+    mz.add_argument("--force", action="store_true", help="replace an existing output directory")
     args = parser.parse_args(argv)
     try:
-        out = to_ctranslate2(args.model_dir, args.out_dir, args.quantization, args.max_positions, args.force)
+        if args.target == "marian-npz":
+            from pyfastdec.convert_marian_npz import to_marian_npz
+
+            out = to_marian_npz(args.model_dir, args.out_dir, force=args.force)
+        else:
+            out = to_ctranslate2(args.model_dir, args.out_dir, args.quantization, args.max_positions, args.force)
     except (ValueError, ImportError, FileExistsError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
