@@ -14,7 +14,7 @@ import numpy as np
 
 from bench.plan import LATENCY_BATCH
 
-COLOURS = {"pyfastdec": "tab:blue", "ct2": "tab:red", "onnx": "tab:green", "torch": "tab:orange"}
+COLOURS = {"pyfastdec": "tab:blue", "ct2": "tab:red", "marian": "tab:purple", "onnx": "tab:green", "torch": "tab:orange"}
 MARKERS = {"greedy": "o", "beam5": "s", "gad": "^", "gad++": "v", "iad": "D", "blockwise": "P", "blockwise-all": "X"}
 
 

@@ -4,6 +4,7 @@ speed-ups, the check of every lossless row against greedy, the issues' targets, 
 what did not run (with the reason)."""
 from __future__ import annotations
 
+from bench.marian import marian_section
 from bench.blockwise_report import blockwise_section, lossless_section, targets_issue11
 from bench.plan import LATENCY_BATCH
 from bench.results import (
@@ -30,7 +31,7 @@ def _share(x):
     return _f(None if x is None else 100 * x, "{:.1f}%")
 
 
-SYSTEM_ORDER = ("pyfastdec", "ct2", "onnx", "torch")
+SYSTEM_ORDER = ("pyfastdec", "ct2", "marian", "onnx", "torch")
 STRATEGY_ORDER = ("greedy", "gad", "gad++", "iad", "blockwise", "blockwise-all", "beam5")
 
 
@@ -147,6 +148,7 @@ def markdown(results: dict) -> str:
                 lines += [f"Copying the source unchanged scores BLEU {copy['bleu']:.2f}, chrF {copy['chrf']:.2f} "
                           "on the same sentences (half of UA-GEC needs no edit).", ""]
     lines += _ct2_section(results)
+    lines += marian_section(rows, results.get("marian_settings"))
     lines += blockwise_section(results)
     lines += lossless_section(rows)
     lines += ["## Targets (issue 6)", ""] + _targets(rows) + [""]
