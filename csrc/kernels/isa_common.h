@@ -14,7 +14,7 @@ namespace fastdec {
 namespace {  // NOLINT(build/namespaces): per-TU copies are the point
 
 constexpr float kQuantMax = 127.f;
-constexpr float kLayerNormEps = 1e-5f;  // torch.nn.LayerNorm's default
+constexpr float kLayerNormEps = 1e-5f;  // torch.nn.LayerNorm's default (config.json layer_norm_eps)
 
 // Dynamic activation scale for a row: maps max|a| to 127. An all-zero row gets 1 so
 // dequantisation stays finite.

@@ -90,10 +90,10 @@ struct KernelTable {
                          const float* b, size_t ldb, bool b_transposed, float* c,
                          size_t ldc, bool accumulate);
 
-  // ---- layer normalisation: y = (x - mean) / sqrt(var + 1e-5) * gamma + beta per row
+  // ---- layer normalisation: y = (x - mean) / sqrt(var + eps) * gamma + beta per row
   // of d values (two passes: mean, then variance of the centred values). y may be x.
   void (*layer_norm)(const float* x, int rows, int d, const float* gamma, const float* beta,
-                     float* y);
+                     float* y, float eps);
 
   // ---- rows of scores ----
   // Index of the maximum; ties -> lowest index; NaN never wins unless all are NaN

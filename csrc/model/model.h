@@ -89,6 +89,8 @@ class Model {
 
   // x = E[id] * sqrt(d) + PE(position); PE rows come from a table grown on demand.
   void embed(int32_t id, int position, float* out);
+  // fc1 and the FFN activation of config.json "activation": [rows, d] -> [rows, ffn].
+  void ffn_inner(const Linear& fc1, const float* h, int rows, float* out);
   void sublayer_input(const LayerNorm& ln, const float* x, int rows, float* h) const;
   void add_residual(const LayerNorm& ln, float* x, const float* y, int rows) const;
   void grow(RowCache& row, int length) const;
