@@ -44,7 +44,7 @@ re-quantises them with its own per-row scales and dynamic per-row activation sca
 uses the same float weights, each engine applying its own int8 scheme.
 
 CLI: python -m pyfastdec.convert ctranslate2 MODEL_DIR OUT_DIR [--quantization int8]
-(also `marian-npz`: pyfastdec/convert_marian_npz.py)
+(also `marian-npz`: pyfastdec/convert_marian_npz.py; `marian-npz-in`: pyfastdec/convert_marian_npz_in.py)
 """
 from __future__ import annotations
 
@@ -297,9 +297,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     mz.add_argument("model_dir", help="pyfastdec model directory")
     mz.add_argument("out_dir", help="output directory (model.npz, vocab.src.spm, vocab.trg.spm, lex.s2t, decoder.yml)")
     mz.add_argument("--force", action="store_true", help="replace an existing output directory")
+    mi = sub.add_parser("marian-npz-in", help="read a Marian .npz checkpoint into a pyfastdec model directory")
+    mi.add_argument("npz", help="Marian model .npz (with its special:model.yml)")
+    mi.add_argument("vocab", help="its sentencepiece vocabulary (.spm), shared by source and target")
+    mi.add_argument("out_dir", help="output pyfastdec model directory (float32)")
+    mi.add_argument("--shortlist", nargs=3, metavar=("LEX", "FIRST", "BEST"),
+                    help="Marian's text lexical shortlist and its FIRST / BEST, as given to marian --shortlist")
+    mi.add_argument("--allow-unk", action="store_true",
+                    help="let the model emit unk (Marian's --allow-unk); by default unk is never generated, as in Marian")
+    mi.add_argument("--force", action="store_true", help="replace an existing output directory")
     args = parser.parse_args(argv)
     try:
-        if args.target == "marian-npz":
+        if args.target == "marian-npz-in":
+            from pyfastdec.convert_marian_npz_in import from_marian_npz
+
+            shortlist = None
+            if args.shortlist:
+                lex, first, best = args.shortlist
+                if not (first.isdigit() and best.isdigit()):
+                    raise ValueError(f"--shortlist {lex} {first} {best}: FIRST and BEST must be non-negative integers")
+                shortlist = (lex, int(first), int(best))
+            out = from_marian_npz(args.npz, args.vocab, args.out_dir, shortlist=shortlist, allow_unk=args.allow_unk,
+                                  force=args.force)
+        elif args.target == "marian-npz":
             from pyfastdec.convert_marian_npz import to_marian_npz
 
             out = to_marian_npz(args.model_dir, args.out_dir, force=args.force)

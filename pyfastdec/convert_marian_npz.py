@@ -44,6 +44,7 @@ CLI: python -m pyfastdec.convert marian-npz MODEL_DIR OUT_DIR [--force]
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -69,12 +70,22 @@ def _same(values, field: str) -> int:
     return values[0]
 
 
-def marian_options(cfg: ModelConfig) -> dict:
+def zero_start(cfg: ModelConfig, embed: np.ndarray) -> bool:
+    """Whether the model starts its decoder from Marian's zero embedding: bos is the last
+    id, never generated, with an all-zero row (what `convert marian-npz-in` writes). That
+    id is then left out of the Marian model, which starts from zeros by itself."""
+    bos = cfg.tokens["bos"]
+    return bos == cfg.vocab_size - 1 and bos in cfg.suppress and not np.any(embed[bos])
+
+
+def marian_options(cfg: ModelConfig, vocab_size: int | None = None) -> dict:
     """The model options Marian reads from the npz's special:model.yml."""
     if cfg.arch != "transformer":
         raise ValueError(f"arch = {cfg.arch!r}: only \"transformer\" models convert to Marian")
-    if cfg.activation != "relu":
-        raise ValueError(f"activation = {cfg.activation!r}: only \"relu\" converts to Marian")
+    if cfg.activation not in ("relu", "swish"):
+        # Marian's gelu is x * sigmoid(1.702 x), not the exact gelu of the format.
+        raise ValueError(f"activation = {cfg.activation!r}: only \"relu\" and \"swish\" convert to Marian")
+    vocab_size = vocab_size or cfg.vocab_size
     enc, dec = cfg.encoder_layers, cfg.decoder_layers
     heads = _same([l.heads for l in enc] + [l.heads for l in dec], "encoder/decoder layers[{i}].heads")
     if heads * cfg.head_dim != cfg.d_model:
@@ -84,10 +95,10 @@ def marian_options(cfg: ModelConfig) -> dict:
     dec_ffn = _same([l.ffn for l in dec], "decoder.layers[{i}].ffn")
     pre = cfg.norm == "pre"
     return {
-        "type": "transformer", "dim-vocabs": [cfg.vocab_size, cfg.vocab_size], "dim-emb": cfg.d_model,
+        "type": "transformer", "dim-vocabs": [vocab_size, vocab_size], "dim-emb": cfg.d_model,
         "enc-depth": len(enc), "dec-depth": len(dec), "transformer-heads": heads,
         "transformer-dim-ffn": enc_ffn, "transformer-decoder-dim-ffn": dec_ffn,
-        "transformer-ffn-depth": 2, "transformer-decoder-ffn-depth": 2, "transformer-ffn-activation": "relu",
+        "transformer-ffn-depth": 2, "transformer-decoder-ffn-depth": 2, "transformer-ffn-activation": cfg.activation,
         "transformer-preprocess": "n" if pre else "", "transformer-postprocess": "da" if pre else "dan",
         "transformer-postprocess-emb": "", "transformer-postprocess-top": "n" if pre else "",
         "transformer-decoder-autoreg": "rnn" if cfg.decoder_self == "ssru" else "self-attention",
@@ -112,7 +123,10 @@ def marian_tensors(model: ModelDir) -> dict[str, np.ndarray]:
     """Marian parameter name -> float32 array (Marian's [in, out] weights, [1, n] vectors)."""
     cfg = model.config
     w = float_weights(model)
-    perm = stream_permutation(cfg.d_model)
+    # A "marian" (or "halves") table already has Marian's [sin | cos] layout.
+    perm = stream_permutation(cfg.d_model) if cfg.positions == "interleaved" else np.arange(cfg.d_model)
+    if zero_start(cfg, w["embed.weight"]):
+        w["embed.weight"], w["output.bias"] = w["embed.weight"][:-1], w["output.bias"][:-1]
     pre = cfg.norm == "pre"
     out: dict[str, np.ndarray] = {}
 
@@ -224,6 +238,29 @@ def shortlist_best(shortlist: Shortlist, eos: int) -> int:
     return int(max(lengths.max(initial=0), len(eos_row)))
 
 
+def marian_vocab(model: ModelDir) -> Path:
+    """The sentencepiece model whose ids are the model's (Marian looks pieces up in it).
+
+    tokenizer "spm": spm.model. tokenizer "marian": source.spm, if it equals target.spm
+    and vocab.json gives every piece its sentencepiece id (Marian's own models, as
+    `convert marian-npz-in` writes them); other vocab.json orders cannot be expressed."""
+    import sentencepiece
+
+    if model.spm_path is not None:
+        return model.spm_path
+    files = model.tokenizer_files
+    src, trg, vocab = files["source.spm"], files["target.spm"], files["vocab.json"]
+    if src.read_bytes() != trg.read_bytes():
+        raise ValueError(f"{src}: differs from {trg}: Marian's .spm vocabulary here is one model for both sides")
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(src))
+    ids = json.loads(vocab.read_text(encoding="utf-8"))
+    for i in range(sp.get_piece_size()):
+        if ids.get(sp.id_to_piece(i)) != i:
+            raise ValueError(f"{vocab}: piece {sp.id_to_piece(i)!r} has id {ids.get(sp.id_to_piece(i))} but "
+                             f"{src} gives it {i}: Marian reads ids from the .spm, so they must agree")
+    return src
+
+
 def to_marian_npz(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, force: bool = False) -> Path:
     """Write OUT_DIR = model.npz, vocab.{src,trg}.spm, [lex.s2t], decoder.yml; returns OUT_DIR.
 
@@ -235,22 +272,25 @@ def to_marian_npz(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, f
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise FileExistsError(f"{out}: already exists and is not an empty directory (use --force)")
     model = ModelDir.load(model_dir)
-    options = marian_options(model.config)
+    cfg = model.config
+    spm_path = marian_vocab(model)
     tensors = marian_tensors(model)
+    options = marian_options(cfg, tensors["Wemb"].shape[0])
+    allow_unk = cfg.tokens["unk"] not in cfg.suppress
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     tmp.chmod(0o755)
     try:
         np.savez(tmp / MODEL_FILE, **tensors, **{"special:model.yml": meta_item(yaml_lines(options))})
-        shutil.copyfile(model.spm_path, tmp / SRC_VOCAB)
-        shutil.copyfile(model.spm_path, tmp / TRG_VOCAB)
+        shutil.copyfile(spm_path, tmp / SRC_VOCAB)
+        shutil.copyfile(spm_path, tmp / TRG_VOCAB)
         decoder = {"relative-paths": True, "models": [MODEL_FILE], "vocabs": [SRC_VOCAB, TRG_VOCAB],
-                   "allow-unk": True, "beam-size": 1, "normalize": 1.0}
+                   "allow-unk": allow_unk, "beam-size": 1, "normalize": 1.0}
         shortlist_path = Path(model_dir) / "shortlist.bin"
         text = yaml_lines(decoder)
         if shortlist_path.exists():
             sl = Shortlist.load(shortlist_path)
-            sp = sentencepiece.SentencePieceProcessor(model_file=str(model.spm_path))
+            sp = sentencepiece.SentencePieceProcessor(model_file=str(spm_path))
             pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
             eos = model.config.tokens["eos"]
             (tmp / SHORTLIST_FILE).write_text("".join(lexical_shortlist_lines(sl, pieces, eos)), encoding="utf-8")

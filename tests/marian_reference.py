@@ -109,7 +109,7 @@ def marian_semantics(model):
 
     original_positions = modeling.sinusoidal_positions
 
-    def positions(p, d_model):
+    def positions(p, d_model, layout="interleaved"):
         half = d_model // 2
         w = torch.exp(torch.arange(half, dtype=torch.float32) * -(math.log(10000.0) / (half - 1)))
         angle = p.to(torch.float32).unsqueeze(-1) * w
