@@ -144,6 +144,8 @@ def _flat_yaml(text: str, where: str) -> dict:
 
 def read_npz(path: Path) -> tuple[dict[str, np.ndarray], dict]:
     """(parameter name -> array, model options) of a Marian .npz."""
+    if path.is_file() and not zipfile.is_zipfile(path):
+        raise MarianNpzError(f"{path}: not a .npz (zip) file; Marian's packed .bin models are not read")
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {name: z[name] for name in z.files}

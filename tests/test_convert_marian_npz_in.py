@@ -116,6 +116,9 @@ def test_cli(tmp_path, capsys):
     assert "already exists" in capsys.readouterr().err
     assert main(["marian-npz-in", str(tmp_path / "none.npz"), str(DATA / "vocab.spm"), str(tmp_path / "n")]) == 2
     assert "none.npz: no such file" in capsys.readouterr().err
+    (tmp_path / "junk.npz").write_text("junk")
+    assert main(["marian-npz-in", str(tmp_path / "junk.npz"), str(DATA / "vocab.spm"), str(tmp_path / "j")]) == 2
+    assert "junk.npz: not a .npz (zip) file" in capsys.readouterr().err
 
 
 def test_lexical_shortlist_round_trip(tmp_path):
