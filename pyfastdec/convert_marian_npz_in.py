@@ -25,8 +25,9 @@ fields as follows:
   no length limit; Marian's training-time max-length only crops training data).
 - The lexical shortlist (optional, Marian's text format "target source prob" with its
   FIRST and BEST): our shortlist.bin with frequent ids 0..FIRST-1 (plus unk and eos),
-  each source's BEST most probable targets, and first_fill_id = FIRST, so a sentence's
-  candidates are Marian's at batch 1 (Marian takes the union over a batch).
+  each source's BEST most probable targets plus the source id itself (Marian's "shared"
+  vocabulary rule, in force when one .spm serves both sides), and first_fill_id = FIRST,
+  so a sentence's candidates are Marian's at batch 1 (Marian takes the union over a batch).
 
 Refused, naming the file and the option or tensor: types other than transformer,
 untied embeddings, FFN depth other than 2, `transformer-decoder-autoreg` other than
@@ -340,8 +341,13 @@ def read_vocab(spm_path: Path) -> tuple[list[str], dict[str, int]]:
 
 
 def read_lexical_shortlist(path: Path, pieces: list[str], first: int, best: int, tokens: dict,
-                           vocab_size: int) -> Shortlist:
-    """Marian's text lexical shortlist ("target source prob" lines) as our Shortlist."""
+                           vocab_size: int, shared: bool = True) -> Shortlist:
+    """Marian's text lexical shortlist ("target source prob" lines) as our Shortlist.
+
+    shared: Marian also makes every source id a candidate when source and target use
+    the same vocabulary file (translator.h passes vocabs.front() == vocabs.back()), the
+    case of one .spm for both sides: each source id is then appended to its own row
+    (probability 0, after its BEST targets)."""
     index = {p: i for i, p in enumerate(pieces)}
     unk = tokens["unk"]
     rows: list[dict[int, float]] = [dict() for _ in range(vocab_size)]
@@ -371,12 +377,14 @@ def read_lexical_shortlist(path: Path, pieces: list[str], first: int, best: int,
     for row in rows:
         # Marian keeps prob > 0 (threshold 0), best first; ties: its std::greater on (prob, id).
         ranked = sorted(((p, t) for t, p in row.items() if p > 0), reverse=True)[:best]
+        if shared and len(indptr) - 1 not in {t for _, t in ranked}:
+            ranked.append((0.0, len(indptr) - 1))
         targets += [t for _, t in ranked]
         probs += [min(p, 1.0) for p, _ in ranked]
         indptr.append(len(targets))
     frequent = sorted(set(range(min(first, vocab_size))) | {tokens["unk"], tokens["eos"]})
     return Shortlist(vocab_size + 1, frequent, indptr + [indptr[-1]], targets, probs,
-                     best=max(best, 1), first_fill_id=min(first, vocab_size))
+                     best=max(best + shared, 1), first_fill_id=min(first, vocab_size))
 
 
 # ----------------------------------------------------------------------------- entry point

@@ -11,7 +11,12 @@ on 2 cores) regenerates tests/data/marian_tiny/:
 - pre.npz: the same with pre-norm (n / da / top n) and swish (Marian's default activation);
   both d=16, 4 heads, FFN 32, 2+2 layers, 300 updates;
 - sources.txt: the first N_SENTENCES of Multi30k test_2016_flickr.en;
-- {post,pre}.greedy.txt: pymarian.Translator greedy (beam 1, default options) on them.
+- {post,pre}.greedy.txt: pymarian.Translator greedy (beam 1, default options) on them;
+- lex.s2t.gz: a lexical shortlist in Marian's text format ("target source prob"),
+  p(t | s) = co-occurrence count / count(s) over the training pairs' pieces, the
+  LEX_KEEP best per source; post.greedy.shortlist.txt: Marian greedy with
+  `--shortlist lex.s2t.gz SHORTLIST_FIRST SHORTLIST_BEST` at batch 1 (Marian unions the
+  shortlist over a batch, pyfastdec per sentence: equal at batch 1).
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("FASTDEC_DATA", ROOT.parent / "shared" / "data"))
 OUT = ROOT / "tests" / "data" / "marian_tiny"
 N_TRAIN, N_SENTENCES, VOCAB = 4000, 60, 500
+LEX_KEEP, SHORTLIST_FIRST, SHORTLIST_BEST = 12, 20, 8
 MODELS = {
     "post": "--transformer-ffn-activation relu --transformer-postprocess dan",
     "pre": "--transformer-ffn-activation swish --transformer-preprocess n --transformer-postprocess da "
@@ -63,11 +69,44 @@ def train_model(work: Path, name: str) -> Path:
     return work / f"{name}.npz"
 
 
-def marian_greedy(npz: Path, vocab: Path, lines: list[str]) -> list[str]:
+def marian_greedy(npz: Path, vocab: Path, lines: list[str], shortlist: Path | None = None) -> list[str]:
     import pymarian
 
     cli = f"-m {npz} -v {vocab} {vocab} --beam-size 1 --cpu-threads 1 --mini-batch 1 --maxi-batch 1 --quiet"
+    if shortlist is not None:
+        cli += f" --shortlist {shortlist} {SHORTLIST_FIRST} {SHORTLIST_BEST}"
     return pymarian.Translator(cli).translate(lines)
+
+
+def write_lex(vocab: Path, src_lines: list[str], tgt_lines: list[str], out: Path) -> Path:
+    import collections
+    import gzip as gz
+
+    import sentencepiece
+
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(vocab))
+    pair, single = collections.Counter(), collections.Counter()
+    for s_line, t_line in zip(src_lines, tgt_lines):
+        s_set, t_set = set(sp.encode(s_line, out_type=str)), set(sp.encode(t_line, out_type=str))
+        single.update(s_set)
+        pair.update((s, t) for s in s_set for t in t_set)
+    rows = collections.defaultdict(list)
+    for (s, t), c in pair.items():
+        rows[s].append((c / single[s], t))
+    with gz.open(out, "wt", encoding="utf-8") as f:
+        for s in sorted(rows):
+            for p, t in sorted(rows[s], reverse=True)[:LEX_KEEP]:
+                f.write(f"{t} {s} {p:.6f}\n")
+    return out
+
+
+def add_shortlist(out: Path) -> None:
+    """lex.s2t.gz and post.greedy.shortlist.txt beside the stored models."""
+    lex = write_lex(out / "vocab.spm", _lines("train.en.gz", N_TRAIN), _lines("train.de.gz", N_TRAIN),
+                    out / "lex.s2t.gz")
+    sources = (out / "sources.txt").read_text(encoding="utf-8").splitlines()
+    outputs = marian_greedy(out / "post.npz", out / "vocab.spm", sources, shortlist=lex)
+    (out / "post.greedy.shortlist.txt").write_text("\n".join(outputs) + "\n", encoding="utf-8")
 
 
 def generate(out: Path) -> Path:
@@ -84,10 +123,14 @@ def generate(out: Path) -> Path:
             shutil.copyfile(train_model(work, name), out / f"{name}.npz")
             outputs = marian_greedy(out / f"{name}.npz", out / "vocab.spm", sources)
             (out / f"{name}.greedy.txt").write_text("\n".join(outputs) + "\n", encoding="utf-8")
+        add_shortlist(out)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return out
 
 
 if __name__ == "__main__":
-    print(generate(Path(sys.argv[1]) if len(sys.argv) > 1 else OUT))
+    if sys.argv[1:2] == ["--shortlist-only"]:  # keep the stored models, redo the shortlist data
+        add_shortlist(OUT)
+    else:
+        print(generate(Path(sys.argv[1]) if len(sys.argv) > 1 else OUT))

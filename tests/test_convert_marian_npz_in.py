@@ -31,12 +31,12 @@ def sources() -> list[str]:
     return (DATA / "sources.txt").read_text(encoding="utf-8").splitlines()
 
 
-def ours_greedy(model_dir: Path, lines: list[str]) -> list[str]:
+def ours_greedy(model_dir: Path, lines: list[str], shortlist: bool = False) -> list[str]:
     """pyfastdec float32 greedy, each sentence with Marian's output limit: its default
     --max-length-factor 3 times the source length (EOS included); ours is 2 * len + 10."""
     import sentencepiece
 
-    backend = NativeBackend(model_dir, threads=1, shortlist=False)
+    backend = NativeBackend(model_dir, threads=1, shortlist=shortlist)
     sp = sentencepiece.SentencePieceProcessor(model_file=str(model_dir / "target.spm"))
     eos = backend.model_dir.config.tokens["eos"] if hasattr(backend, "model_dir") else sp.eos_id()
     out = []
@@ -60,6 +60,21 @@ def test_greedy_equals_marians_on_real_sentences(converted):
     assert len(lines) == len(want) >= 50
     assert len(set(want)) > len(want) // 2  # the tiny model's outputs depend on the source
     got = ours_greedy(out, lines)
+    assert [i for i, (a, b) in enumerate(zip(got, want)) if a != b] == []
+
+
+def test_shortlisted_greedy_equals_marians(tmp_path):
+    """Marian's text lexical shortlist (FIRST / BEST) read into shortlist.bin: at batch 1
+    pyfastdec's shortlisted greedy equals Marian's (which differs from the full-vocabulary
+    output on most of these sentences, so the shortlist is really in force)."""
+    from tests.marian_tiny import SHORTLIST_BEST, SHORTLIST_FIRST
+
+    out = from_marian_npz(DATA / "post.npz", DATA / "vocab.spm", tmp_path / "sl",
+                          shortlist=(DATA / "lex.s2t.gz", SHORTLIST_FIRST, SHORTLIST_BEST))
+    want = (DATA / "post.greedy.shortlist.txt").read_text(encoding="utf-8").splitlines()
+    full = (DATA / "post.greedy.txt").read_text(encoding="utf-8").splitlines()
+    assert sum(a != b for a, b in zip(want, full)) >= 20
+    got = ours_greedy(out, sources(), shortlist=True)
     assert [i for i, (a, b) in enumerate(zip(got, want)) if a != b] == []
 
 
@@ -135,7 +150,7 @@ def test_lexical_shortlist_round_trip(tmp_path):
     ours = Shortlist(V, sorted({eos, unk, 7, 11}), indptr, [t for r in rows for t in r], best=5, first_fill_id=2)
     lex = tmp_path / "lex.s2t"
     lex.write_text("".join(lexical_shortlist_lines(ours, pieces, eos)), encoding="utf-8")
-    back = read_lexical_shortlist(lex, pieces, 0, 100, {"eos": eos, "unk": unk}, V)
+    back = read_lexical_shortlist(lex, pieces, 0, 100, {"eos": eos, "unk": unk}, V, shared=False)
     for s in range(2, V, 7):
         src = [s, eos]
         want = set(ours.frequent.tolist()) | {t for x in src for t in ours.translations(x)[0].tolist()}
