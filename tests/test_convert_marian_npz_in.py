@@ -168,6 +168,8 @@ def test_stored_data_regenerates_with_pymarian(tmp_path):
     for name in MODELS:
         assert marian_greedy(DATA / f"{name}.npz", DATA / "vocab.spm", sources()) == \
             (DATA / f"{name}.greedy.txt").read_text(encoding="utf-8").splitlines()
+    assert marian_greedy(DATA / "post.npz", DATA / "vocab.spm", sources(), shortlist=DATA / "lex.s2t.gz") == \
+        (DATA / "post.greedy.shortlist.txt").read_text(encoding="utf-8").splitlines()
     # ... and freshly trained models (training may differ by a float ulp) decode alike in both engines.
     fresh = generate(tmp_path / "fresh")
     for name in MODELS:
