@@ -5,6 +5,7 @@ what did not run (with the reason)."""
 from __future__ import annotations
 
 from bench.behind import behind_section
+from bench.marian import marian_section
 from bench.blockwise_report import blockwise_section, lossless_section, targets_issue11
 from bench.plan import LATENCY_BATCH
 from bench.results import (
@@ -151,6 +152,7 @@ def markdown(results: dict) -> str:
                 lines += [f"Copying the source unchanged scores BLEU {copy['bleu']:.2f}, chrF {copy['chrf']:.2f} "
                           "on the same sentences (half of UA-GEC needs no edit).", ""]
     lines += _ct2_section(results)
+    lines += marian_section(rows, results.get("marian_settings"))
     lines += blockwise_section(results)
     lines += behind_section(rows)
     lines += lossless_section(rows)

@@ -39,7 +39,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from bench import behind, data, models, plan as planning, plots, report, results
+from bench import behind, data, marian, models, plan as planning, plots, report, results
 from bench.isolate import MeasurementFailed, run_isolated
 from bench.quality import bleu_chrf
 
@@ -62,9 +62,9 @@ def parse_args(argv):
     ap.add_argument("--every-config", action="store_true",
                     help="the whole matrix at every thread count (default: beyond 1 thread only the "
                          "configurations the headline comparisons need; bench/plan.py)")
-    ap.add_argument("--systems", default="pyfastdec,heads,ct2,onnx,torch,gec",
+    ap.add_argument("--systems", default="pyfastdec,heads,ct2,marian,onnx,torch,gec",
                     help="subset to run: pyfastdec (translation), heads (the models with proposal heads), "
-                         "ct2, onnx, torch, gec (IAD)")
+                         "ct2, marian (pymarian, the bench-marian extra; bench/marian.py), onnx, torch, gec (IAD)")
     ap.add_argument("--strategies", help="only these strategies, comma-separated (greedy, beam5, gad, gad++, iad, "
                                          "blockwise, blockwise-all; default: all)")
     ap.add_argument("--precisions", help="only these precisions, comma-separated (int8, float32; default: both)")
@@ -129,7 +129,7 @@ def environment() -> dict:
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
     versions = {}
-    for dist in ("pyfastdec", "ctranslate2", "onnxruntime", "torch", "numpy", "sacrebleu", "sentencepiece"):
+    for dist in ("pyfastdec", "ctranslate2", "pymarian", "onnxruntime", "torch", "numpy", "sacrebleu", "sentencepiece"):
         try:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -192,7 +192,8 @@ class Runner:
 
 def prepare_models(args, systems, skip) -> dict:
     """role -> {"dirs": precision -> dir, "notes", "shortlist", "spm"} for the usable models."""
-    wanted = {"en-de": ("pyfastdec" in systems, None), "en-de-attn": (bool(systems & {"pyfastdec", "ct2", "onnx", "torch"}),
+    wanted = {"en-de": (bool(systems & {"pyfastdec", "marian"}), None),
+              "en-de-attn": (bool(systems & {"pyfastdec", "ct2", "marian", "onnx", "torch"}),
                                                                        "attention"),
               "uk-gec": ("gec" in systems, None)}
     paths = {"en-de": args.en_de, "en-de-attn": args.en_de_attn, "uk-gec": args.uk_gec}
@@ -335,6 +336,7 @@ def main(argv=None) -> dict:
             jobs += planning.peer_jobs(plan, "onnx", onnx_dirs)
         if "torch" in systems:
             jobs += planning.peer_jobs(plan, "torch", {"float32": float_dir})
+    marian_settings = marian_peer_jobs(runner, plan, prepared, jobs) if "marian" in systems else None
     for job in jobs:
         runner.run(job, len(jobs))
 
@@ -351,6 +353,7 @@ def main(argv=None) -> dict:
     results.add_lossless_check(rows)
     results.add_ratios(rows)
     behind.add_peer_ratios(rows)
+    marian.add_marian_ratios(rows)
     results.add_decoder_loop(rows)
     env["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     env["torch_isa"] = next((r["engine"].get("isa") for r in rows if r["system"] == "torch"), None)
@@ -360,7 +363,7 @@ def main(argv=None) -> dict:
         "environment": env, "plan": vars(plan),
         "models": {role: {"path": p["path"], "precisions": p["notes"], "shortlist": p["shortlist"],
                           "heads": p.get("heads", 0)} for role, p in prepared.items()},
-        "ct2_settings": ct2_settings.get("report"), "noise": results.noise(rows), "baselines": baselines,
+        "ct2_settings": ct2_settings.get("report"), "marian_settings": marian_settings, "noise": results.noise(rows), "baselines": baselines,
         "not_run": runner.not_run, "rows": rows}
     made = [plots.quality_vs_latency(rows, out / "quality_vs_latency.png"),
             plots.speedup_by_length(rows, source_lengths, out / "speedup_by_length.png")]
@@ -373,6 +376,38 @@ def main(argv=None) -> dict:
     print(f"wrote {out}/report.md, results.json, {', '.join(report_data['plots'])} "
           f"({time.perf_counter() - runner.start:.0f} s)", flush=True)
     return saved
+
+
+def marian_peer_jobs(runner: Runner, plan, prepared: dict, jobs: list) -> dict | None:
+    """Marian's rows on en-de and en-de-attn (their float32 weights, converted), after a
+    probe of its int8 GEMM types on en-de-attn; appends to jobs, returns the probe report."""
+    try:
+        import pymarian  # noqa: F401
+    except ImportError as err:
+        runner.skip("Marian", f"pymarian is not installed (pip install 'pyfastdec[bench-marian]'): {err}")
+        return None
+    converted = {}
+    for role in ("en-de-attn", "en-de"):
+        if role not in prepared:
+            continue
+        try:
+            converted[role] = marian.marian_model(prepared[role]["dirs"]["float32"])
+        except Exception as err:  # noqa: BLE001
+            runner.skip(f"Marian on {role}", f"conversion failed: {err!r}")
+    if not converted:
+        return None
+    probe_role = next(iter(converted))
+    probes = []
+    probe_list = marian.probe_jobs(plan, probe_role, converted[probe_role])
+    for job in probe_list:
+        result = runner.run(job, len(probe_list))
+        if result is not None:
+            probes.append((job, result))
+    runner.done = 0
+    gemm, table = marian.choose_gemm_type(probes)
+    for role, path in converted.items():
+        jobs += marian.marian_jobs(plan, role, path, gemm, prepared[role]["shortlist"])
+    return {"probe_sentences": plan.probe_n, "probes": table, "chosen": gemm}
 
 
 def ct2_vmap_jobs(runner: Runner, plan, float_dir: Path, ct2_dirs: dict, choices: dict) -> list:

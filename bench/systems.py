@@ -153,7 +153,14 @@ def load_ct2(spec) -> Runner:
                                        "length_penalty": 1.0, "use_vmap": use_vmap})
 
 
-LOADERS = {"pyfastdec": load_pyfastdec, "ct2": load_ct2, "onnx": load_onnx, "torch": load_torch}
+def load_marian(spec) -> Runner:
+    from bench.marian import load_marian as load
+
+    return load(spec)
+
+
+LOADERS = {"pyfastdec": load_pyfastdec, "ct2": load_ct2, "marian": load_marian, "onnx": load_onnx,
+           "torch": load_torch}
 
 
 def load(spec) -> Runner:

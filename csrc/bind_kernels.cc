@@ -287,7 +287,7 @@ py::dict row_stats_py(const py::handle& x_obj, int k, const py::object& ids_obj,
 }
 
 py::array_t<float> layer_norm_py(const py::handle& x_obj, const py::handle& gamma_obj, const py::handle& beta_obj,
-                                 const std::optional<std::string>& isa) {
+                                 const std::optional<std::string>& isa, float eps) {
   const char* fn = "layer_norm";
   auto x = checked_array<float>(x_obj, {fn, "x"}, {2});
   auto gamma = checked_array<float>(gamma_obj, {fn, "gamma"}, {1});
@@ -300,12 +300,12 @@ py::array_t<float> layer_norm_py(const py::handle& x_obj, const py::handle& gamm
   float* yptr = y.mutable_data();
   const KernelTable& kt = table(isa);
   py::gil_scoped_release release;
-  kt.layer_norm(x.data(), static_cast<int>(x.shape(0)), static_cast<int>(d), gamma.data(), beta.data(), yptr);
+  kt.layer_norm(x.data(), static_cast<int>(x.shape(0)), static_cast<int>(d), gamma.data(), beta.data(), yptr, eps);
   return y;
 }
 
 py::tuple add_layer_norm_py(const py::handle& x_obj, const py::handle& y_obj, const py::handle& gamma_obj,
-                            const py::handle& beta_obj, const std::optional<std::string>& isa) {
+                            const py::handle& beta_obj, const std::optional<std::string>& isa, float eps) {
   const char* fn = "add_layer_norm";
   auto x_in = checked_array<float>(x_obj, {fn, "x"}, {2});
   auto y = checked_array<float>(y_obj, {fn, "y"}, {2});
@@ -325,7 +325,8 @@ py::tuple add_layer_norm_py(const py::handle& x_obj, const py::handle& y_obj, co
   const KernelTable& kt = table(isa);
   {
     py::gil_scoped_release release;
-    kt.add_layer_norm(xptr, y.data(), static_cast<int>(rows), static_cast<int>(d), gamma.data(), beta.data(), optr);
+    kt.add_layer_norm(xptr, y.data(), static_cast<int>(rows), static_cast<int>(d), gamma.data(), beta.data(), optr,
+                      eps);
   }
   return py::make_tuple(x, out);
 }
@@ -414,11 +415,13 @@ void bind_kernels(py::module_& m) {
         "Per row in two passes: max, log_sum_exp, top-k ids and log-probs, log-probs of given ids.",
         py::arg("x"), py::kw_only(), py::arg("k") = 0, py::arg("ids") = py::none(),
         py::arg("isa") = py::none(), py::arg("pool") = nullptr);
-  m.def("layer_norm", &layer_norm_py, "Row-wise layer norm (eps 1e-5), as the engine runs it.",
-        py::arg("x"), py::arg("gamma"), py::arg("beta"), py::kw_only(), py::arg("isa") = py::none());
+  m.def("layer_norm", &layer_norm_py, "Row-wise layer norm (default eps 1e-5), as the engine runs it.",
+        py::arg("x"), py::arg("gamma"), py::arg("beta"), py::kw_only(), py::arg("isa") = py::none(),
+        py::arg("eps") = 1e-5f);
   m.def("add_layer_norm", &add_layer_norm_py,
-        "(x + y, layer_norm(x + y)) in the engine's fused residual pass (eps 1e-5).", py::arg("x"), py::arg("y"),
-        py::arg("gamma"), py::arg("beta"), py::kw_only(), py::arg("isa") = py::none());
+        "(x + y, layer_norm(x + y)) in the engine's fused residual pass (default eps 1e-5).", py::arg("x"),
+        py::arg("y"), py::arg("gamma"), py::arg("beta"), py::kw_only(), py::arg("isa") = py::none(),
+        py::arg("eps") = 1e-5f);
   m.def("softmax_rows", &softmax_rows_py,
         "Attention softmax per row over its first visible[r] entries, zeros after, as the engine runs it.",
         py::arg("x"), py::arg("visible"), py::kw_only(), py::arg("isa") = py::none());

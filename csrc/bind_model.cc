@@ -39,7 +39,27 @@ ModelConfig parse_config(const py::dict& c) {
   cfg.unk = tokens["unk"].cast<int>();
   cfg.bos = tokens["bos"].cast<int>();
   cfg.eos = tokens["eos"].cast<int>();
-  cfg.mask = tokens["mask"].cast<int>();
+  cfg.mask = tokens.contains("mask") ? tokens["mask"].cast<int>() : -1;
+  // Optional fields (export/FORMAT.md); pyfastdec/model_dir.py validated their values.
+  if (c.contains("activation")) {
+    std::string act = c["activation"].cast<std::string>();
+    if (act == "swish") cfg.activation = Activation::kSwish;
+    else if (act == "gelu") cfg.activation = Activation::kGelu;
+    else if (act != "relu") throw py::value_error("config: activation '" + act + "' is not relu, swish or gelu");
+  }
+  if (c.contains("layer_norm_eps")) cfg.layer_norm_eps = c["layer_norm_eps"].cast<float>();
+  if (c.contains("positions")) {
+    std::string pos = c["positions"].cast<std::string>();
+    if (pos == "halves") cfg.positions = ModelConfig::Positions::kHalves;
+    else if (pos == "marian") cfg.positions = ModelConfig::Positions::kMarian;
+    else if (pos != "interleaved") throw py::value_error("config: positions '" + pos + "' is not interleaved, halves or marian");
+  }
+  if (c.contains("suppress"))
+    for (const auto& id : c["suppress"]) {
+      int v = id.cast<int>();
+      if (v < 0 || v >= cfg.vocab_size) throw py::value_error("config: suppress id " + std::to_string(v) + " outside the vocabulary");
+      cfg.suppress.push_back(v);
+    }
   if (c.contains("block_size") && !c["block_size"].is_none()) cfg.block_size = c["block_size"].cast<int>();
   cfg.int8 = c.contains("quantization") && !c["quantization"].is_none();
   if (c.contains("heads") && !c["heads"].is_none()) {

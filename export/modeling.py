@@ -22,6 +22,8 @@ import torch.nn.functional as F
 from torch import nn
 
 NEG_INF = float("-inf")
+# FFN activations (config.json "activation"): swish = SiLU; gelu = the exact erf form.
+ACTIVATIONS = {"relu": torch.relu, "swish": F.silu, "gelu": F.gelu}
 
 
 # ----------------------------------------------------------------------------- config
@@ -49,6 +51,11 @@ class ModelConfig:
     block_size: int | None = None  # drafter only: k
     quantization: dict | None = None
     heads: tuple[int, int] | None = None  # proposal heads: (count K, hidden H), or None
+    # Optional config.json fields for models trained elsewhere; written only when not default.
+    layer_norm_eps: float = 1e-5
+    positions: str = "interleaved"  # "interleaved" | "halves" (HF Marian) | "marian" (Marian C++)
+    suppress: list = field(default_factory=list)  # ids never generated (logit -inf)
+    tokenizer: str = "spm"  # "spm" (spm.model) | "marian" (source.spm, target.spm, vocab.json)
 
     def __post_init__(self):
         self.encoder_layers = [l if isinstance(l, LayerSpec) else LayerSpec(**l) for l in self.encoder_layers]
@@ -57,8 +64,13 @@ class ModelConfig:
             raise ValueError(f"arch {self.arch!r} is not 'transformer' or 'nat-drafter'")
         if self.norm not in ("pre", "post"):
             raise ValueError(f"norm {self.norm!r} is not 'pre' or 'post'")
-        if self.activation != "relu":
-            raise ValueError(f"activation {self.activation!r}: only 'relu' is supported")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation {self.activation!r} is not one of {', '.join(ACTIVATIONS)}")
+        if self.positions not in ("interleaved", "halves", "marian"):
+            raise ValueError(f"positions {self.positions!r} is not 'interleaved', 'halves' or 'marian'")
+        if self.tokenizer not in ("spm", "marian"):
+            raise ValueError(f"tokenizer {self.tokenizer!r} is not 'spm' or 'marian'")
+        self.suppress = [int(i) for i in self.suppress]
         if self.decoder_self not in ("attention", "ssru"):
             raise ValueError(f"decoder self {self.decoder_self!r} is not 'attention' or 'ssru'")
         if self.arch == "nat-drafter":
@@ -95,6 +107,9 @@ class ModelConfig:
         out["quantization"] = self.quantization
         if self.heads is not None:  # absent, not null, without heads: older directories stay byte-identical
             out["heads"] = {"count": self.heads[0], "hidden": self.heads[1]}
+        for name, default in OPTIONAL_FIELDS.items():  # likewise absent at their defaults
+            if getattr(self, name) != default:
+                out[name] = getattr(self, name)
         return out
 
     @classmethod
@@ -114,6 +129,7 @@ class ModelConfig:
                 decoder_self=obj["decoder"]["self"], tokens=obj["tokens"],
                 max_source_len=obj["max_source_len"], block_size=obj.get("block_size"),
                 quantization=obj.get("quantization"), heads=heads,
+                **{name: obj.get(name, default) for name, default in OPTIONAL_FIELDS.items()},
             )
         except KeyError as err:
             raise ValueError(f"{where}: missing field {err}") from None
@@ -122,6 +138,9 @@ class ModelConfig:
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2)
+
+
+OPTIONAL_FIELDS = {"layer_norm_eps": 1e-5, "positions": "interleaved", "suppress": [], "tokenizer": "spm"}
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -140,8 +159,21 @@ def fast_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     return x * keep.to(x.dtype).mul_(1.0 / (1.0 - p))
 
 
-def sinusoidal_positions(positions: torch.Tensor, d_model: int) -> torch.Tensor:
-    """PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos(p / 10000^(2i/d)); any shape of p."""
+def sinusoidal_positions(positions: torch.Tensor, d_model: int, layout: str = "interleaved") -> torch.Tensor:
+    """PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos(p / 10000^(2i/d)); any shape of p.
+
+    layout "halves" (Hugging Face Marian): PE[p, i] = sin(p / 10000^(2i/d)) and
+    PE[p, d/2 + i] = cos(same), in float64 as its numpy table. "marian" (Marian C++):
+    the same halves with frequency exp(-i ln(10000) / (d/2 - 1)), in float32."""
+    if layout != "interleaved":
+        half = d_model // 2
+        i = torch.arange(half, dtype=torch.float64 if layout == "halves" else torch.float32)
+        if layout == "halves":
+            angle = positions.to(torch.float64).unsqueeze(-1) / torch.pow(10000.0, 2.0 * i / d_model)
+        else:
+            increment = torch.log(torch.tensor(10000.0)) / (half - 1.0)
+            angle = positions.to(torch.float32).unsqueeze(-1) * torch.exp(i * -increment)
+        return torch.cat([angle.sin(), angle.cos()], dim=-1).to(torch.float32)
     i = torch.arange(0, d_model, 2, dtype=torch.float32, device=positions.device)
     inv = torch.exp(-math.log(10000.0) * i / d_model)
     angle = positions.to(torch.float32).unsqueeze(-1) * inv
@@ -214,14 +246,15 @@ class SSRU(nn.Module):
 
 
 class FFN(nn.Module):
-    def __init__(self, d_model: int, ffn: int, act_dropout: float = 0.0):
+    def __init__(self, d_model: int, ffn: int, act_dropout: float = 0.0, activation: str = "relu"):
         super().__init__()
         self.fc1 = nn.Linear(d_model, ffn)
         self.fc2 = nn.Linear(ffn, d_model)
         self.act_dropout = act_dropout
+        self.act = ACTIVATIONS[activation]
 
     def forward(self, x):
-        return self.fc2(fast_dropout(torch.relu(self.fc1(x)), self.act_dropout, self.training))
+        return self.fc2(fast_dropout(self.act(self.fc1(x)), self.act_dropout, self.training))
 
 
 class Sublayer:
@@ -240,9 +273,9 @@ class EncoderLayer(nn.Module):
         super().__init__()
         d = cfg.d_model
         self.self_attn = MultiHeadAttention(d, spec.heads, cfg.head_dim, attn_dropout)
-        self.ln_attn = nn.LayerNorm(d)
-        self.ffn = FFN(d, spec.ffn, act_dropout)
-        self.ln_ffn = nn.LayerNorm(d)
+        self.ln_attn = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
+        self.ffn = FFN(d, spec.ffn, act_dropout, cfg.activation)
+        self.ln_ffn = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
         self.pre, self.dropout = cfg.norm == "pre", dropout
 
     def forward(self, x, mask):
@@ -258,11 +291,11 @@ class DecoderLayer(nn.Module):
             self.ssru = SSRU(d)
         else:
             self.self_attn = MultiHeadAttention(d, spec.heads, cfg.head_dim, attn_dropout)
-        self.ln_self = nn.LayerNorm(d)
+        self.ln_self = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
         self.cross_attn = MultiHeadAttention(d, spec.heads, cfg.head_dim, attn_dropout)
-        self.ln_cross = nn.LayerNorm(d)
-        self.ffn = FFN(d, spec.ffn, act_dropout)
-        self.ln_ffn = nn.LayerNorm(d)
+        self.ln_cross = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
+        self.ffn = FFN(d, spec.ffn, act_dropout, cfg.activation)
+        self.ln_ffn = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
         self.pre, self.dropout = cfg.norm == "pre", dropout
         self.uses_ssru = cfg.decoder_self == "ssru"
 
@@ -407,7 +440,7 @@ class Encoder(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(EncoderLayer(cfg, s, dropout, attn_dropout, act_dropout) for s in cfg.encoder_layers)
         if cfg.norm == "pre":
-            self.final_ln = nn.LayerNorm(cfg.d_model)
+            self.final_ln = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
 
     def forward(self, x, mask):
         for layer in self.layers:
@@ -420,7 +453,7 @@ class Decoder(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(DecoderLayer(cfg, s, dropout, attn_dropout, act_dropout) for s in cfg.decoder_layers)
         if cfg.norm == "pre":
-            self.final_ln = nn.LayerNorm(cfg.d_model)
+            self.final_ln = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
 
     def forward(self, x, self_mask, memory_or_cross, cross_mask, cache: DecoderCache | None = None):
         for i, layer in enumerate(self.layers):
@@ -483,15 +516,23 @@ class Seq2Seq(nn.Module):
                 if p.dim() == 2:
                     nn.init.xavier_uniform_(p)
         self.pad, self.bos, self.eos = cfg.tokens["pad"], cfg.tokens["bos"], cfg.tokens["eos"]
-        self.mask_id = cfg.tokens["mask"]
+        self.mask_id = cfg.tokens.get("mask")  # a "transformer" may have none
+        if cfg.suppress:  # tokens never generated: -inf logits (the stored bias stays finite)
+            suppress = torch.zeros(cfg.vocab_size)
+            suppress[cfg.suppress] = NEG_INF
+            self.register_buffer("suppress_bias", suppress, persistent=False)
 
     # -- embeddings and output
     def embed_tokens(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        x = self.embed(ids) * math.sqrt(self.cfg.d_model) + sinusoidal_positions(positions, self.cfg.d_model)
+        x = self.embed(ids) * math.sqrt(self.cfg.d_model) + sinusoidal_positions(positions, self.cfg.d_model,
+                                                                                 self.cfg.positions)
         return fast_dropout(x, self.dropout, self.training)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
-        return F.linear(h, self.embed.weight, self.output.bias)
+        bias = self.output.bias
+        if self.cfg.suppress:
+            bias = bias + self.suppress_bias
+        return F.linear(h, self.embed.weight, bias)
 
     def add_heads(self, count: int, hidden: int) -> "Seq2Seq":
         """Gives this model K = count fresh (xavier-initialised) proposal heads of `hidden`

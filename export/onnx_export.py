@@ -263,7 +263,9 @@ def export_model_dir(model_dir: str | Path, out_dir: str | Path, int8: bool = Fa
     if int8:
         quantize_graphs(paths)
     shutil.copyfile(model_dir / "config.json", out_dir / "config.json")
-    shutil.copyfile(spm_file, out_dir / "spm.model")
+    tokenizer_files = spm_file if isinstance(spm_file, dict) else {"spm.model": spm_file}
+    for name, path in tokenizer_files.items():  # spm.model, or a Marian vocabulary's files
+        shutil.copyfile(path, out_dir / name)
     info = {"weights": "onnxruntime_dynamic_qint8" if int8 else "float32",
             "source_quantization": None if model.cfg.quantization is None else "int8 (dequantised for export)",
             "opset": OPSET, "decoder_self": model.cfg.decoder_self, "graph_version": GRAPH_VERSION}

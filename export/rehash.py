@@ -16,15 +16,16 @@ import json
 import os
 from pathlib import Path
 
-from pyfastdec.model_dir import (CHECKSUM_CONFIG, CONFIG_FILE, SPM_FILE, WEIGHTS_FILE, ModelDir, ModelDirError,
-                                 config_digest, file_digest, load_config_json)
+from pyfastdec.model_dir import (CHECKSUM_CONFIG, CONFIG_FILE, TOKENIZER_FILES, WEIGHTS_FILE, ModelDir,
+                                 ModelDirError, config_digest, file_digest, load_config_json)
 
 
 def checksums(path: str | Path, config: dict) -> dict[str, str]:
     """The "checksum" object for the files of `path` and the decoded config.json `config`."""
     path = Path(path)
     out = {CHECKSUM_CONFIG: config_digest(config)}
-    for name in (WEIGHTS_FILE, SPM_FILE):
+    tokenizer = config.get("tokenizer", "spm")
+    for name in (WEIGHTS_FILE,) + TOKENIZER_FILES.get(tokenizer, TOKENIZER_FILES["spm"]):
         if not (path / name).is_file():
             raise ModelDirError(f"{path / name}: (file): missing (expected a file of the model directory)")
         out[name] = file_digest((path / name).read_bytes())

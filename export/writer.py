@@ -22,7 +22,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from pyfastdec.model_dir import ModelDir
+from pyfastdec.model_dir import TOKENIZER_FILES, ModelDir
 
 from .modeling import ModelConfig, Seq2Seq
 from .rehash import rehash
@@ -86,11 +86,23 @@ def write_model_dir(model: Seq2Seq, spm_model: bytes | str | Path, out: str | Pa
         cfg.quantization = None
     save_file(tensors, str(out / WEIGHTS), metadata={"format": "fastdec", "version": "1"})
     (out / CONFIG).write_text(cfg.dumps() + "\n")
-    if isinstance(spm_model, (bytes, bytearray)):
+    if isinstance(spm_model, dict):  # tokenizer "marian": file name -> path or bytes
+        if set(spm_model) != set(TOKENIZER_FILES[cfg.tokenizer]):
+            raise ValueError(f"write_model_dir: tokenizer {cfg.tokenizer!r} needs files "
+                             f"{', '.join(TOKENIZER_FILES[cfg.tokenizer])}, got {', '.join(sorted(spm_model))}")
+        for name, src in spm_model.items():
+            if isinstance(src, (bytes, bytearray)):
+                (out / name).write_bytes(src)
+            else:
+                shutil.copyfile(src, out / name)
+    elif cfg.tokenizer != "spm":
+        raise ValueError(f"write_model_dir: tokenizer {cfg.tokenizer!r} needs a dict of its files, not one spm model")
+    elif isinstance(spm_model, (bytes, bytearray)):
         (out / SPM).write_bytes(spm_model)
+        load_vocab(out / SPM)  # refuses a vocabulary with other special ids
     else:
         shutil.copyfile(spm_model, out / SPM)
-    load_vocab(out / SPM)  # refuses a vocabulary with other special ids
+        load_vocab(out / SPM)
     # Records the files' checksums, then loads the directory as pyfastdec will: a writer
     # that produced anything the reader refuses (a NaN weight, say) fails here, not later.
     rehash(out)
@@ -151,6 +163,13 @@ def read_model_dir(path: str | Path, simulate_int8: bool = False) -> tuple[Seq2S
             t = t.to(torch.float32) * tensors[name + "_scale"][:, None]
         state[name] = t
     model.load_state_dict(state)
+    if cfg.tokenizer != "spm":  # ModelDir.load checked its files against the config
+        spm_file = {name: path / name for name in TOKENIZER_FILES[cfg.tokenizer]}
+        if simulate_int8 and not cfg.quantization:
+            raise ValueError(f"{path / CONFIG}: simulate_int8 asked for a model without quantization")
+        if simulate_int8:
+            attach_activation_quant(model, cfg.quantization["activation_scales"])
+        return model.eval(), spm_file
     spm_file = path / SPM
     if not spm_file.is_file():
         raise ValueError(f"{spm_file}: missing")

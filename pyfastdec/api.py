@@ -38,7 +38,7 @@ from pyfastdec.default_strategy import StrategyChoice, default_strategy
 from pyfastdec.model_dir import ModelDir, ModelDirError
 from pyfastdec.runtime import check_threads, default_threads
 from pyfastdec.size_limits import MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK, MAX_N_BEST, check_size
-from pyfastdec.text import Tokenizer, clean_text, cut_ids, sentence_units
+from pyfastdec.text import Tokenizer, clean_text, cut_ids, load_tokenizer, sentence_units
 from pyfastdec.token_input import TEXT, as_kind, input_kind, token_ids
 
 ALGOS = ("greedy", "beam", "iad", "gad", "gad++", "blockwise")
@@ -117,6 +117,14 @@ def check_drafter(verifier: ModelDir, drafter: ModelDir) -> None:
     if drafter.config.tokens != verifier.config.tokens:
         raise ModelDirError(f"{drafter.path}: tokens: {drafter.config.tokens} differ from the verifier's "
                             f"{verifier.config.tokens} ({verifier.path})")
+    if drafter.config.tokenizer != "spm" or verifier.config.tokenizer != "spm":
+        # Foreign vocabularies (tokenizer "marian"): the very same files, nothing looser.
+        for name, path in verifier.tokenizer_files.items():
+            other = drafter.tokenizer_files.get(name)
+            if other is None or other.read_bytes() != path.read_bytes():
+                raise ModelDirError(f"{drafter.path}: {name}: differs from the verifier's {path} (expected the "
+                                    f"verifier's tokenizer {verifier.config.tokenizer!r} files, byte-identical)")
+        return
     if drafter.spm_path.read_bytes() == verifier.spm_path.read_bytes():
         return
     mine, theirs = Tokenizer(drafter.spm_path).pieces(), Tokenizer(verifier.spm_path).pieces()
@@ -270,7 +278,7 @@ class Translator:
         self.drafter = None
         if self.drafter_dir is not None:
             self.drafter = NativeBackend(self.drafter_dir, threads=self.threads, shortlist=shortlist)
-        self.tokenizer = Tokenizer(self.model_dir.spm_path)
+        self.tokenizer = load_tokenizer(self.model_dir)
         self.eos = self.verifier.tokens["eos"]
         limits = [self.model_dir.config.max_source_len]
         if self.drafter_dir is not None:

@@ -726,7 +726,7 @@ def model_summary(path: str) -> list[str]:
         f"  layers: {len(c.encoder_layers)} encoder, {len(c.decoder_layers)} decoder",
         f"  d_model: {c.d_model} (head_dim {c.head_dim}; heads enc {heads(c.encoder_layers)} dec "
         f"{heads(c.decoder_layers)}; ffn enc {ffns(c.encoder_layers)} dec {ffns(c.decoder_layers)})",
-        f"  vocab: {c.vocab_size} ({md.spm_path.name})",
+        f"  vocab: {c.vocab_size} ({', '.join(md.tokenizer_files)})",
         f"  max_source_len: {c.max_source_len}",
         "  quantization: " + (f"{q.weights} weights ({q.weight_scale}), {q.activations} activations" if q
                                else "none (float32)"),

@@ -44,6 +44,7 @@ re-quantises them with its own per-row scales and dynamic per-row activation sca
 uses the same float weights, each engine applying its own int8 scheme.
 
 CLI: python -m pyfastdec.convert ctranslate2 MODEL_DIR OUT_DIR [--quantization int8]
+(also `marian-npz`: pyfastdec/convert_marian_npz.py; `marian-npz-in`: pyfastdec/convert_marian_npz_in.py)
 """
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ import numpy as np
 from pyfastdec.model_dir import ModelConfig, ModelDir, quantized_linears
 
 DEFAULT_MAX_POSITIONS = 1024  # = translate_batch's default max_input_length
-LAYER_NORM_EPS = 1e-5  # FORMAT.md: every layer norm
+LAYER_NORM_EPS = 1e-5  # FORMAT.md: every layer norm, unless config.json layer_norm_eps says otherwise
 
 
 def _import_ctranslate2():
@@ -109,11 +110,22 @@ def float_weights(model: ModelDir) -> dict[str, np.ndarray]:
     return {name: np.array(t, dtype=np.float32, order="C", copy=True) for name, t in tensors.items()}
 
 
-def sinusoidal_table(rows: int, d_model: int) -> np.ndarray:
+def sinusoidal_table(rows: int, d_model: int, layout: str = "interleaved") -> np.ndarray:
     """Our interleaved positions: row p, column 2i = sin(p / 10000^(2i/d)), 2i+1 = cos.
 
     Computed in float32 step by step like export.modeling.sinusoidal_positions (the
-    float32 rounding of p * inv dominates the error at large p, so it is reproduced)."""
+    float32 rounding of p * inv dominates the error at large p, so it is reproduced).
+    layout "halves" / "marian": config.json "positions" (export/FORMAT.md), computed as
+    the engine computes them (float64 / float32)."""
+    if layout != "interleaved":
+        half = d_model // 2
+        p = np.arange(rows)[:, None]
+        if layout == "halves":
+            angle = p / np.power(10000.0, 2.0 * np.arange(half) / d_model)
+        else:
+            increment = np.float32(math.log(10000.0)) / np.float32(half - 1)
+            angle = p.astype(np.float32) * np.exp(np.arange(half, dtype=np.float32) * -increment)
+        return np.concatenate([np.sin(angle), np.cos(angle)], axis=1).astype(np.float32)
     i = np.arange(0, d_model, 2, dtype=np.float32)
     inv = np.exp(np.float32(-math.log(10000.0)) * i / np.float32(d_model))
     angle = np.arange(rows, dtype=np.float32)[:, None] * inv[None, :]
@@ -169,14 +181,17 @@ def build_spec(model: ModelDir, max_positions: int = DEFAULT_MAX_POSITIONS):
     w = float_weights(model)
     fill = _Filler(w)
     pre = cfg.norm == "pre"
-    positions = sinusoidal_table(max_positions, cfg.d_model)
+    positions = sinusoidal_table(max_positions, cfg.d_model, cfg.positions)
     embed = w["embed.weight"]
+    # CTranslate2's GELU is the erf form (its GELUTanh is the other one); SWISH = x sigmoid(x).
+    activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
+                  "swish": common_spec.Activation.SWISH}[cfg.activation]
 
     encoder = transformer_spec.TransformerEncoderSpec(
-        len(cfg.encoder_layers), enc_heads, pre_norm=pre, activation=common_spec.Activation.RELU,
+        len(cfg.encoder_layers), enc_heads, pre_norm=pre, activation=activation,
         head_dim=cfg.head_dim)
     decoder = transformer_spec.TransformerDecoderSpec(
-        len(cfg.decoder_layers), dec_heads, pre_norm=pre, activation=common_spec.Activation.RELU,
+        len(cfg.decoder_layers), dec_heads, pre_norm=pre, activation=activation,
         head_dim=cfg.head_dim)
 
     encoder.embeddings[0].weight = embed
@@ -200,7 +215,11 @@ def build_spec(model: ModelDir, max_positions: int = DEFAULT_MAX_POSITIONS):
     if pre:
         fill.layer_norm(decoder.layer_norm, "decoder.final_ln")
     decoder.projection.weight = embed  # tied output projection ...
-    decoder.projection.bias = w["output.bias"]  # ... with its own bias
+    bias = w["output.bias"]
+    if cfg.suppress:  # never generated: -inf, as our engine applies it at load
+        bias = bias.copy()
+        bias[list(cfg.suppress)] = -np.inf
+    decoder.projection.bias = bias  # ... with its own bias
 
     spec = transformer_spec.TransformerSpec(encoder, decoder)
     pieces = _pieces(model)
@@ -213,13 +232,19 @@ def build_spec(model: ModelDir, max_positions: int = DEFAULT_MAX_POSITIONS):
     spec.config.decoder_start_token = pieces[tok["bos"]]  # our decoder position 0 = BOS
     spec.config.add_source_bos = False
     spec.config.add_source_eos = True  # source = sentencepiece ids + EOS
-    spec.config.layer_norm_epsilon = LAYER_NORM_EPS
-    spec.register_file(str(model.spm_path), "spm.model")
+    spec.config.layer_norm_epsilon = cfg.layer_norm_eps
+    for name, path in model.tokenizer_files.items():  # spm.model, or source.spm, target.spm, vocab.json
+        spec.register_file(str(path), name)
     spec.validate()
     return spec
 
 
 def _pieces(model: ModelDir) -> list[str]:
+    """Vocabulary pieces in model id order (CTranslate2 maps pieces to ids by position)."""
+    if model.config.tokenizer != "spm":
+        from pyfastdec.text import load_tokenizer
+
+        return load_tokenizer(model).pieces()
     import sentencepiece  # a run-time dependency of pyfastdec
 
     sp = sentencepiece.SentencePieceProcessor(model_file=str(model.spm_path))
@@ -268,9 +293,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     ct2.add_argument("--max-positions", type=int, default=DEFAULT_MAX_POSITIONS,
                      help=f"rows of the position table (longest source / decoder input; default {DEFAULT_MAX_POSITIONS})")
     ct2.add_argument("--force", action="store_true", help="replace an existing output directory")
+    mz = sub.add_parser("marian-npz", help="write a Marian model (model.npz, vocabularies, lexical shortlist)")
+    mz.add_argument("model_dir", help="pyfastdec model directory")
+    mz.add_argument("out_dir", help="output directory (model.npz, vocab.src.spm, vocab.trg.spm, lex.s2t, decoder.yml)")
+    mz.add_argument("--force", action="store_true", help="replace an existing output directory")
+    mi = sub.add_parser("marian-npz-in", help="read a Marian .npz checkpoint into a pyfastdec model directory")
+    mi.add_argument("npz", help="Marian model .npz (with its special:model.yml)")
+    mi.add_argument("vocab", help="its sentencepiece vocabulary (.spm), shared by source and target")
+    mi.add_argument("out_dir", help="output pyfastdec model directory (float32)")
+    mi.add_argument("--shortlist", nargs=3, metavar=("LEX", "FIRST", "BEST"),
+                    help="Marian's text lexical shortlist and its FIRST / BEST, as given to marian --shortlist")
+    mi.add_argument("--allow-unk", action="store_true",
+                    help="let the model emit unk (Marian's --allow-unk); by default unk is never generated, as in Marian")
+    mi.add_argument("--force", action="store_true", help="replace an existing output directory")
     args = parser.parse_args(argv)
     try:
-        out = to_ctranslate2(args.model_dir, args.out_dir, args.quantization, args.max_positions, args.force)
+        if args.target == "marian-npz-in":
+            from pyfastdec.convert_marian_npz_in import from_marian_npz
+
+            shortlist = None
+            if args.shortlist:
+                lex, first, best = args.shortlist
+                if not (first.isdigit() and best.isdigit()):
+                    raise ValueError(f"--shortlist {lex} {first} {best}: FIRST and BEST must be non-negative integers")
+                shortlist = (lex, int(first), int(best))
+            out = from_marian_npz(args.npz, args.vocab, args.out_dir, shortlist=shortlist, allow_unk=args.allow_unk,
+                                  force=args.force)
+        elif args.target == "marian-npz":
+            from pyfastdec.convert_marian_npz import to_marian_npz
+
+            out = to_marian_npz(args.model_dir, args.out_dir, force=args.force)
+        else:
+            out = to_ctranslate2(args.model_dir, args.out_dir, args.quantization, args.max_positions, args.force)
     except (ValueError, ImportError, FileExistsError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -38,18 +38,42 @@ FORMAT_NAME, FORMAT_VERSION = "fastdec", 1
 ARCHS = ("transformer", "nat-drafter")
 DECODER_SELF_KINDS = ("attention", "ssru")
 NORMS = ("pre", "post")
-ACTIVATIONS = ("relu",)
+ACTIVATIONS = ("relu", "swish", "gelu")
+# Sinusoidal position tables (export/FORMAT.md, "Embeddings"): ours, Hugging Face Marian's
+# and Marian C++'s. The same sin/cos functions; the layouts and frequencies differ.
+POSITIONS = ("interleaved", "halves", "marian")
+# The vocabulary: one joint spm.model whose ids are the model's, or Marian's two
+# sentencepiece models (source, target) over one vocab.json (piece -> model id).
+TOKENIZERS = ("spm", "marian")
+SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE = "source.spm", "target.spm", "vocab.json"
+TOKENIZER_FILES = {"spm": (SPM_FILE,), "marian": (SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE)}
+DEFAULT_LAYER_NORM_EPS = 1e-5
+# Layer-norm eps as trained models use it: 1e-5 (torch), 1e-6 (Marian C++), 1e-12 (BERT).
+MIN_LAYER_NORM_EPS, MAX_LAYER_NORM_EPS = 1e-12, 1e-2
 TOKEN_NAMES = ("pad", "unk", "bos", "eos", "mask")
+# tokens.mask is the drafter placeholder: a "transformer" may have none (foreign models).
+OPTIONAL_TOKENS = ("mask",)
 MIN_SOURCE_LEN = 2  # max_source_len counts EOS: a shorter one holds no source token
-MASK_PIECE = "<mask>"  # the drafter placeholder's piece in spm.model (export/vocab.py)
+MASK_PIECE = "<mask>"
+# Marian's special pieces in vocab.json (HF MarianTokenizer's defaults).
+MARIAN_EOS_PIECE, MARIAN_UNK_PIECE = "</s>", "<unk>"
+# A vocab.json must hold at least this share of each sentencepiece model's pieces: a joint
+# Marian vocabulary may miss pieces never seen in the encoded training data, but one from
+# another model shares almost none.
+MIN_VOCAB_COVERAGE = 0.9  # the drafter placeholder's piece in spm.model (export/vocab.py)
 
 CONFIG_FIELDS = ("format", "version", "arch", "d_model", "head_dim", "vocab_size", "norm", "activation",
                  "encoder", "decoder", "tokens", "max_source_len", "block_size", "quantization", "heads",
-                 "checksum")
+                 "layer_norm_eps", "positions", "suppress", "tokenizer", "checksum")
 # config.json "checksum" (optional): sha256 of each file's bytes, and of config.json's own
 # canonical content (CHECKSUM_CONFIG) without the checksum field; see config_digest.
 CHECKSUM_CONFIG = "config"
-CHECKSUM_KEYS = (CHECKSUM_CONFIG, "model.safetensors", "spm.model")
+CHECKSUM_KEYS = (CHECKSUM_CONFIG, "model.safetensors", "spm.model")  # tokenizer "spm"
+
+
+def checksum_keys(tokenizer: str) -> tuple[str, ...]:
+    """The keys of config.json "checksum" for a directory with this tokenizer."""
+    return (CHECKSUM_CONFIG, WEIGHTS_FILE) + TOKENIZER_FILES[tokenizer]
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 QUANT_WEIGHTS, QUANT_WEIGHT_SCALE, QUANT_ACTIVATIONS = "int8", "per_output_channel", "int8_static_per_tensor"
 
@@ -117,6 +141,10 @@ class ModelConfig:
     quantization: Optional[Quantization]
     checksum: Optional[dict[str, str]] = None  # CHECKSUM_KEYS -> "sha256:<hex>"
     heads: Optional[ProposalHeads] = None  # blockwise proposal heads; None: the model has none
+    layer_norm_eps: float = DEFAULT_LAYER_NORM_EPS
+    positions: str = "interleaved"
+    suppress: tuple[int, ...] = ()  # ids never generated (output bias -inf at load)
+    tokenizer: str = "spm"
 
 
 def _show(value: Any) -> str:
@@ -183,19 +211,49 @@ class _ConfigReader:
         return tuple(out)
 
 
-def _parse_tokens(r: _ConfigReader, obj: dict, vocab_size: int) -> dict[str, int]:
+def _parse_tokens(r: _ConfigReader, obj: dict, vocab_size: int, arch: str) -> dict[str, int]:
     tokens = r.mapping(obj, "tokens", "", "an object with " + ", ".join(TOKEN_NAMES))
     r.only(tokens, TOKEN_NAMES, "tokens.")
     ids: dict[str, int] = {}
     for name in TOKEN_NAMES:
+        if name in OPTIONAL_TOKENS and name not in tokens and arch == "transformer":
+            continue  # only a drafter needs a mask token
         tid = r.integer(tokens, name, "tokens.", minimum=0)
         if tid >= vocab_size:
             raise r.fail(f"tokens.{name}", f"id {tid} (expected < vocab_size {vocab_size})")
         for other, other_id in ids.items():
-            if other_id == tid:
+            # bos is the decoder's start token; Marian models start from pad (a zero
+            # embedding row), so those two may coincide: pad only fills unused slots.
+            if other_id == tid and {name, other} != {"bos", "pad"}:
                 raise r.fail(f"tokens.{name}", f"id {tid} is also tokens.{other} (expected distinct ids)")
         ids[name] = tid
     return ids
+
+
+def _parse_eps(r: _ConfigReader, obj: dict) -> float:
+    if "layer_norm_eps" not in obj:
+        return DEFAULT_LAYER_NORM_EPS
+    eps = obj["layer_norm_eps"]
+    if (not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps)
+            or not MIN_LAYER_NORM_EPS <= eps <= MAX_LAYER_NORM_EPS):
+        raise r.fail("layer_norm_eps", f"{_show(eps)} (expected a number from {MIN_LAYER_NORM_EPS:g} to "
+                     f"{MAX_LAYER_NORM_EPS:g}; absent: {DEFAULT_LAYER_NORM_EPS:g})")
+    return float(eps)
+
+
+def _parse_suppress(r: _ConfigReader, obj: dict, vocab_size: int, tokens: dict[str, int]) -> tuple[int, ...]:
+    value = obj.get("suppress", [])
+    expected = f"a list of distinct token ids < vocab_size {vocab_size}, not tokens.eos"
+    if not isinstance(value, list):
+        raise r.fail("suppress", f"{_show(value)} (expected {expected})")
+    seen: set[int] = set()
+    for i, tid in enumerate(value):
+        if (not isinstance(tid, int) or isinstance(tid, bool) or not 0 <= tid < vocab_size or tid in seen
+                or tid == tokens["eos"]):
+            # Suppressing EOS would make every hypothesis run to the length limit.
+            raise r.fail(f"suppress[{i}]", f"{_show(tid)} (expected {expected})")
+        seen.add(tid)
+    return tuple(value)
 
 
 def _parse_quantization(r: _ConfigReader, value: Any, linears: list[str]) -> Quantization:
@@ -255,12 +313,12 @@ def file_digest(data: Any) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def _parse_checksum(r: _ConfigReader, value: Any) -> dict[str, str]:
-    expected = "an object with " + ", ".join(f'"{k}": "sha256:<64 hex digits>"' for k in CHECKSUM_KEYS)
+def _parse_checksum(r: _ConfigReader, value: Any, keys: tuple[str, ...] = CHECKSUM_KEYS) -> dict[str, str]:
+    expected = "an object with " + ", ".join(f'"{k}": "sha256:<64 hex digits>"' for k in keys)
     if not isinstance(value, dict):
         raise r.fail("checksum", f"{_show(value)} (expected {expected})")
-    r.only(value, CHECKSUM_KEYS, "checksum.")
-    for key in CHECKSUM_KEYS:
+    r.only(value, keys, "checksum.")
+    for key in keys:
         digest = r.field(value, key, "checksum.", '"sha256:<64 hex digits>"')
         if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
             raise r.fail(f"checksum.{key}", f"{_show(digest)} (expected \"sha256:<64 lowercase hex digits>\")")
@@ -301,12 +359,21 @@ def parse_config(obj: Any, where: str = CONFIG_FILE) -> ModelConfig:
 
     arch = r.choice(obj, "arch", "", ARCHS)
     d_model = r.integer(obj, "d_model", "")
-    if d_model % 2:
-        raise r.fail("d_model", f"{d_model} (expected an even width: positions interleave sin/cos pairs)")
+    if d_model % 2 or d_model < 4:
+        raise r.fail("d_model", f"{d_model} (expected an even width >= 4: positions pair sin and cos)")
     head_dim = r.integer(obj, "head_dim", "")
     vocab_size = r.integer(obj, "vocab_size", "")
     norm = r.choice(obj, "norm", "", NORMS)
     activation = r.choice(obj, "activation", "", ACTIVATIONS)
+    layer_norm_eps = _parse_eps(r, obj)
+    positions = obj.get("positions", "interleaved")
+    if positions not in POSITIONS:
+        raise r.fail("positions", f"{_show(positions)} (expected " + " or ".join(json.dumps(p) for p in POSITIONS)
+                     + '; absent: "interleaved")')
+    tokenizer = obj.get("tokenizer", "spm")
+    if tokenizer not in TOKENIZERS:
+        raise r.fail("tokenizer", f"{_show(tokenizer)} (expected " + " or ".join(json.dumps(t) for t in TOKENIZERS)
+                     + '; absent: "spm")')
 
     encoder = r.mapping(obj, "encoder", "", 'an object {"layers": [...]}')
     r.only(encoder, ("layers",), "encoder.")
@@ -316,7 +383,8 @@ def parse_config(obj: Any, where: str = CONFIG_FILE) -> ModelConfig:
     decoder_self = r.choice(decoder, "self", "decoder.", DECODER_SELF_KINDS)
     decoder_layers = r.layers(decoder, "decoder.")
 
-    tokens = _parse_tokens(r, obj, vocab_size)
+    tokens = _parse_tokens(r, obj, vocab_size, arch)
+    suppress = _parse_suppress(r, obj, vocab_size, tokens)
     max_source_len = r.integer(obj, "max_source_len", "")
     if max_source_len < MIN_SOURCE_LEN:
         raise r.fail("max_source_len", f"{max_source_len} (expected an integer >= {MIN_SOURCE_LEN}: room for a "
@@ -335,13 +403,14 @@ def parse_config(obj: Any, where: str = CONFIG_FILE) -> ModelConfig:
     heads = _parse_heads(r, obj.get("heads"), arch)
     quant_value = r.field(obj, "quantization", "", "null or an int8 quantization object")
     config = ModelConfig(arch, d_model, head_dim, vocab_size, norm, activation, encoder_layers, decoder_layers,
-                         decoder_self, tokens, max_source_len, block_size, quantization=None, heads=heads)
+                         decoder_self, tokens, max_source_len, block_size, quantization=None, heads=heads,
+                         layer_norm_eps=layer_norm_eps, positions=positions, suppress=suppress, tokenizer=tokenizer)
     if quant_value is not None:
         # Which linears need an activation scale depends on the shapes parsed above.
         config = dataclasses.replace(config, quantization=_parse_quantization(r, quant_value, quantized_linears(config)))
     if "checksum" not in obj:  # optional: hand-built directories have none
         return config
-    checksum = _parse_checksum(r, obj["checksum"])
+    checksum = _parse_checksum(r, obj["checksum"], checksum_keys(tokenizer))
     # Last, so a bad value is reported as itself; this catches what no field rule can,
     # such as heads and head_dim swapped (the tensor shapes only hold their product).
     actual = config_digest(obj)
@@ -575,10 +644,87 @@ def _check_spm_pieces(data: bytes, spm_path: Path, config: ModelConfig, config_p
         if got != config.tokens[name]:
             raise ModelDirError(f"{spm_path}: {name} id: {got} (expected tokens.{name} = "
                                 f"{config.tokens[name]} of {config_path})")
+    if "mask" not in config.tokens:
+        return
     mask = config.tokens["mask"]
     if sp.IdToPiece(mask) != MASK_PIECE:
         raise ModelDirError(f"{spm_path}: mask id: piece {mask} is {sp.IdToPiece(mask)!r} "
                             f"(expected {MASK_PIECE!r}, as tokens.mask = {mask} of {config_path})")
+
+
+def _load_spm(data: bytes, path: Path):
+    sp = sentencepiece.SentencePieceProcessor()
+    try:
+        sp.LoadFromSerializedProto(data)
+    except Exception as err:  # noqa: BLE001 - sentencepiece raises assorted types for a bad model
+        raise ModelDirError(f"{path}: (file): not a sentencepiece model ({err})") from None
+    return sp
+
+
+def read_vocab_json(path: Path, vocab_size: Optional[int] = None, where: Any = None) -> dict[str, int]:
+    """vocab.json (piece -> id) refused unless its ids are exactly 0 .. vocab_size - 1 once
+    each (the rows of the model's embedding); `where` names the config giving vocab_size."""
+    data = _read_bytes(path)
+    try:
+        vocab = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise ModelDirError(f"{path}: (file): not valid UTF-8 JSON ({err})") from None
+    if not isinstance(vocab, dict) or not vocab:
+        raise ModelDirError(f"{path}: (top level): {_show(vocab)} (expected a non-empty object piece -> id)")
+    size = len(vocab) if vocab_size is None else vocab_size
+    seen: dict[int, str] = {}
+    for piece, tid in vocab.items():
+        if not isinstance(tid, int) or isinstance(tid, bool) or not 0 <= tid < size:
+            raise ModelDirError(f"{path}: {piece}: id {_show(tid)} (expected an integer from 0 to {size - 1}"
+                                + (f", vocab_size of {where})" if where else ")"))
+        if tid in seen:
+            raise ModelDirError(f"{path}: {piece}: id {tid} is also {seen[tid]!r} (expected one piece per id)")
+        seen[tid] = piece
+    if len(seen) != size:
+        missing = next(i for i in range(size) if i not in seen)
+        raise ModelDirError(f"{path}: (ids): no piece has id {missing} (expected ids 0 to {size - 1}"
+                            + (f", vocab_size of {where})" if where else ")"))
+    return vocab
+
+
+def check_marian_vocab(vocab_path: Path, spm_paths: tuple[Path, Path], tokens: dict[str, int],
+                       vocab_size: int, where: Any) -> dict[str, int]:
+    """vocab.json against the model (ids 0..vocab_size-1, eos and unk pieces at tokens.eos
+    and tokens.unk) and against the two sentencepiece models: each must have at least
+    MIN_VOCAB_COVERAGE of its pieces in vocab.json. Returns the vocabulary."""
+    vocab = read_vocab_json(vocab_path, vocab_size, where)
+    for name, piece in (("eos", MARIAN_EOS_PIECE), ("unk", MARIAN_UNK_PIECE)):
+        if vocab.get(piece) != tokens[name]:
+            raise ModelDirError(f"{vocab_path}: {piece}: id {_show(vocab.get(piece))} (expected tokens.{name} = "
+                                f"{tokens[name]} of {where})")
+    if sentencepiece is None:  # pragma: no cover - minimal environments
+        return vocab
+    for spm_path in spm_paths:
+        sp = _load_spm(_read_bytes(spm_path), spm_path)
+        pieces = [sp.IdToPiece(i) for i in range(sp.GetPieceSize())
+                  if not (sp.IsControl(i) or sp.IsUnknown(i))]
+        found = sum(piece in vocab for piece in pieces)
+        if pieces and found < MIN_VOCAB_COVERAGE * len(pieces):
+            raise ModelDirError(f"{vocab_path}: (pieces): holds {found} of the {len(pieces)} pieces of {spm_path} "
+                                f"(expected at least {MIN_VOCAB_COVERAGE:.0%}: the vocabulary these sentencepiece "
+                                f"models were built with)")
+    return vocab
+
+
+def check_tokenizer(path: Path, config: ModelConfig, config_path: Path) -> dict[str, Path]:
+    """The tokenizer files of config.json "tokenizer" in directory `path`, validated and
+    checked against config.json checksum; returns file name -> path."""
+    files = {name: path / name for name in TOKENIZER_FILES[config.tokenizer]}
+    for name, file in files.items():
+        _require_file(file, f"the {name} of {config_path} (tokenizer {json.dumps(config.tokenizer)})")
+    if config.tokenizer == "spm":
+        check_spm(files[SPM_FILE], config, config_path)
+        return files
+    check_marian_vocab(files[VOCAB_FILE], (files[SOURCE_SPM_FILE], files[TARGET_SPM_FILE]), config.tokens,
+                       config.vocab_size, config_path)
+    for name, file in files.items():
+        check_content(_read_bytes(file), file, name, config, config_path)
+    return files
 
 
 # ----------------------------------------------------------------------------- directory
@@ -603,7 +749,8 @@ class ModelDir:
     path: Path
     config: ModelConfig
     tensors: dict[str, np.ndarray]
-    spm_path: Path
+    spm_path: Optional[Path]  # the joint spm.model; None for tokenizer "marian" (see tokenizer_files)
+    tokenizer_files: dict[str, Path] = dataclasses.field(default_factory=dict)  # file name -> path
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "ModelDir":
@@ -632,7 +779,5 @@ class ModelDir:
         except OSError as err:
             raise ModelDirError(f"{weights_path}: (file): unreadable ({err.strerror})") from None
 
-        spm_path = path / SPM_FILE
-        _require_file(spm_path, f"the sentencepiece model of {config_path}")
-        check_spm(spm_path, config, config_path)
-        return cls(path, config, tensors, spm_path)
+        files = check_tokenizer(path, config, config_path)
+        return cls(path, config, tensors, files.get(SPM_FILE), files)

@@ -101,8 +101,74 @@ class Tokenizer:
     def pieces(self) -> list[str]:
         return [self.sp.IdToPiece(i) for i in range(self.sp.GetPieceSize())]
 
+    def piece_id(self, piece: str) -> int | None:
+        """The model id of a piece; None for a piece not in the vocabulary."""
+        t = self.sp.PieceToId(piece)
+        return int(t) if self.sp.IdToPiece(t) == piece else None
+
+    def piece(self, token: int) -> str:
+        return self.sp.IdToPiece(int(token))
+
     def starts_word(self, token: int) -> bool:
         return self.sp.IdToPiece(int(token)).startswith(WORD_START)
+
+
+class MarianTokenizer:
+    """Marian's vocabulary (as transformers.MarianTokenizer): the source sentencepiece
+    model cuts text into pieces, vocab.json maps pieces to model ids (unknown -> unk);
+    ids map back to pieces, which the target sentencepiece model joins into text.
+    A leading language code ">>xx<<" (multilingual-target models) is one piece of its own."""
+
+    def __init__(self, source_spm: str | os.PathLike, target_spm: str | os.PathLike, vocab: dict[str, int],
+                 unk: int, eos: int):
+        self.path = Path(source_spm)
+        self.source = sentencepiece.SentencePieceProcessor(model_file=str(source_spm))
+        self.target = sentencepiece.SentencePieceProcessor(model_file=str(target_spm))
+        self.vocab = dict(vocab)
+        self.id_to_piece = [""] * len(self.vocab)
+        for piece, tid in self.vocab.items():
+            self.id_to_piece[tid] = piece
+        self.unk = unk
+        # Special pieces (</s>, <unk>, <pad>, language codes) never reach sentencepiece
+        # decoding, where they would turn into " ⁇ ".
+        self.special = {eos, unk} | {tid for piece, tid in self.vocab.items()
+                                     if piece.startswith("<") and piece.endswith(">")}
+
+    def encode(self, text: str) -> list[int]:
+        code = []
+        if text.startswith(">>") and (end := text.find("<<")) != -1:
+            code, text = [text[:end + 2]], text[end + 2:]
+        pieces = code + self.source.encode(text, out_type=str)
+        return [self.vocab.get(piece, self.unk) for piece in pieces]
+
+    def decode(self, ids: list[int]) -> str:
+        pieces = [self.id_to_piece[int(i)] for i in ids if int(i) not in self.special]
+        return self.target.decode_pieces(pieces)
+
+    def pieces(self) -> list[str]:
+        return list(self.id_to_piece)
+
+    def piece_id(self, piece: str) -> int | None:
+        return self.vocab.get(piece)
+
+    def piece(self, token: int) -> str:
+        return self.id_to_piece[int(token)]
+
+    def starts_word(self, token: int) -> bool:
+        return self.id_to_piece[int(token)].startswith(WORD_START)
+
+
+def load_tokenizer(model_dir) -> "Tokenizer | MarianTokenizer":
+    """The tokenizer of a loaded pyfastdec.model_dir.ModelDir (config.json "tokenizer")."""
+    from pyfastdec.model_dir import SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE, read_vocab_json
+
+    config = model_dir.config
+    if config.tokenizer == "spm":
+        return Tokenizer(model_dir.spm_path)
+    files = model_dir.tokenizer_files
+    vocab = read_vocab_json(files[VOCAB_FILE], config.vocab_size)
+    return MarianTokenizer(files[SOURCE_SPM_FILE], files[TARGET_SPM_FILE], vocab,
+                           config.tokens["unk"], config.tokens["eos"])
 
 
 def cut_ids(ids: list[int], limit: int, starts_word) -> list[list[int]]:

@@ -50,11 +50,11 @@ def token_ids(index: int, item: Sequence, kind: str, tokenizer: Tokenizer, vocab
         return ids
     ids = []
     for position, piece in enumerate(item):
-        t = tokenizer.sp.PieceToId(piece)
-        if tokenizer.sp.IdToPiece(t) != piece:
+        t = tokenizer.piece_id(piece)
+        if t is None:
             raise ValueError(f"translate: {what} {index}: piece {piece!r} at position {position} is not in "
                              f"the vocabulary ({tokenizer.path.name})")
-        ids.append(int(t))
+        ids.append(t)
     return ids
 
 
@@ -62,4 +62,4 @@ def as_kind(ids: list[int], kind: str, tokenizer: Tokenizer):
     """An output in its input's kind (TEXT is done by the caller, which joins units)."""
     if kind == IDS:
         return [int(t) for t in ids]
-    return [tokenizer.sp.IdToPiece(int(t)) for t in ids]
+    return [tokenizer.piece(t) for t in ids]

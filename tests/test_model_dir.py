@@ -224,7 +224,7 @@ CONFIG_CASES = [
     ("unknown-arch", _set("blockwise", "arch"), r"arch: \"blockwise\" \(expected \"transformer\" or \"nat-drafter\"\)"),
     ("unknown-norm", _set("sandwich", "norm"), r"norm: \"sandwich\" \(expected \"pre\" or \"post\"\)"),
     ("unknown-self", _set("lstm", "decoder", "self"), r"decoder\.self: \"lstm\""),
-    ("activation", _set("gelu", "activation"), r"activation: \"gelu\" \(expected \"relu\"\)"),
+    ("activation", _set("tanh", "activation"), r"activation: \"tanh\" \(expected \"relu\" or \"swish\" or \"gelu\"\)"),
     ("d-model-string", _set("8", "d_model"), r"d_model: \"8\" \(expected a positive integer\)"),
     ("d-model-odd", _set(7, "d_model"), r"d_model: 7 \(expected an even width"),
     ("heads-zero", _set(0, "decoder", "layers", 1, "heads"), r"decoder\.layers\[1\]\.heads: 0 \(expected a positive integer\)"),
@@ -234,7 +234,7 @@ CONFIG_CASES = [
     ("token-duplicate", _set(2, "tokens", "eos"), r"tokens\.eos: id 2 is also tokens\.bos \(expected distinct ids\)"),
     ("token-too-big", _set(VOCAB, "tokens", "mask"), rf"tokens\.mask: id {VOCAB} \(expected < vocab_size {VOCAB}\)"),
     ("token-negative", _set(-1, "tokens", "pad"), r"tokens\.pad: -1 \(expected an integer >= 0\)"),
-    ("token-missing", _drop("tokens", "mask"), r"tokens\.mask: missing"),
+    ("token-missing", _drop("tokens", "eos"), r"tokens\.eos: missing"),
     ("block-size-on-transformer", _set(4, "block_size"), r"block_size: 4 \(expected no block_size"),
     ("quantization-not-object", _set("int8", "quantization"), r"quantization: \"int8\" \(expected null or"),
 ]

@@ -193,7 +193,7 @@ void f32_small_gemm_avx512(int M, int N, int K, float alpha, const float* a, siz
 
 // ---------------------------------------------------------------- layer norm
 void layer_norm_avx512(const float* x, int rows, int d, const float* gamma, const float* beta,
-                       float* y) {
+                       float* y, float eps) {
   for (int r = 0; r < rows; ++r) {
     const float* in = x + static_cast<size_t>(r) * d;
     float* out = y + static_cast<size_t>(r) * d;
@@ -207,7 +207,7 @@ void layer_norm_avx512(const float* x, int rows, int d, const float* gamma, cons
       __m512 c = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, in + i), vmean);
       sq = _mm512_fmadd_ps(c, c, sq);
     }
-    const __m512 inv = _mm512_set1_ps(1.f / std::sqrt(_mm512_reduce_add_ps(sq) / static_cast<float>(d) + kLayerNormEps));
+    const __m512 inv = _mm512_set1_ps(1.f / std::sqrt(_mm512_reduce_add_ps(sq) / static_cast<float>(d) + eps));
     for (int i = 0; i < d; i += 16) {
       __mmask16 m = tail_mask16(d - i);
       __m512 c = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, in + i), vmean), inv);

@@ -267,7 +267,8 @@ void f32_small_gemm(int M, int N, int K, float alpha, const float* a, size_t lda
 }
 
 // ---------------------------------------------------------------- layer norm
-void layer_norm(const float* x, int rows, int d, const float* gamma, const float* beta, float* y) {
+void layer_norm(const float* x, int rows, int d, const float* gamma, const float* beta, float* y,
+                float eps) {
   const __m256 zero = _mm256_setzero_ps();
   for (int r = 0; r < rows; ++r) {
     const float* in = x + static_cast<size_t>(r) * d;
@@ -282,7 +283,7 @@ void layer_norm(const float* x, int rows, int d, const float* gamma, const float
       __m256 c = _mm256_and_ps(_mm256_sub_ps(load_tail(in + i, d - i, zero), vmean), mask);
       sq = _mm256_fmadd_ps(c, c, sq);
     }
-    const __m256 inv = _mm256_set1_ps(1.f / std::sqrt(hsum(sq) / static_cast<float>(d) + kLayerNormEps));
+    const __m256 inv = _mm256_set1_ps(1.f / std::sqrt(hsum(sq) / static_cast<float>(d) + eps));
     for (int i = 0; i < d; i += 8) {
       __m256 c = _mm256_mul_ps(_mm256_sub_ps(load_tail(in + i, d - i, zero), vmean), inv);
       store_tail(out + i, d - i, _mm256_fmadd_ps(c, load_tail(gamma + i, d - i, zero), load_tail(beta + i, d - i, zero)));

@@ -14,7 +14,7 @@ namespace fastdec {
 namespace {  // NOLINT(build/namespaces): per-TU copies are the point
 
 constexpr float kQuantMax = 127.f;
-constexpr float kLayerNormEps = 1e-5f;  // torch.nn.LayerNorm's default
+constexpr float kLayerNormEps = 1e-5f;  // torch.nn.LayerNorm's default (config.json layer_norm_eps)
 
 // Dynamic activation scale for a row: maps max|a| to 127. An all-zero row gets 1 so
 // dequantisation stays finite.
@@ -42,14 +42,14 @@ inline float dequantize_one(int32_t acc, float a_dequant, float b_dequant, float
 
 // x += y, then out = LayerNormFn(x), row by row while the row is in L1: the same
 // additions and the same layer norm as doing them one after the other.
-template <void (*LayerNormFn)(const float*, int, int, const float*, const float*, float*)>
+template <void (*LayerNormFn)(const float*, int, int, const float*, const float*, float*, float)>
 void add_layer_norm_rows(float* x, const float* y, int rows, int d, const float* gamma,
-                         const float* beta, float* out) {
+                         const float* beta, float* out, float eps) {
   for (int r = 0; r < rows; ++r) {
     float* xr = x + static_cast<size_t>(r) * d;
     const float* yr = y + static_cast<size_t>(r) * d;
     for (int i = 0; i < d; ++i) xr[i] += yr[i];
-    LayerNormFn(xr, 1, d, gamma, beta, out + static_cast<size_t>(r) * d);
+    LayerNormFn(xr, 1, d, gamma, beta, out + static_cast<size_t>(r) * d, eps);
   }
 }
 

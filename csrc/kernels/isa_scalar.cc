@@ -101,7 +101,8 @@ void f32_small_gemm(int M, int N, int K, float alpha, const float* a, size_t lda
   }
 }
 
-void layer_norm(const float* x, int rows, int d, const float* gamma, const float* beta, float* y) {
+void layer_norm(const float* x, int rows, int d, const float* gamma, const float* beta, float* y,
+                float eps) {
   for (int r = 0; r < rows; ++r) {
     const float* in = x + static_cast<size_t>(r) * d;
     float* out = y + static_cast<size_t>(r) * d;
@@ -110,7 +111,7 @@ void layer_norm(const float* x, int rows, int d, const float* gamma, const float
     mean /= static_cast<float>(d);
     float var = 0.f;
     for (int i = 0; i < d; ++i) var += (in[i] - mean) * (in[i] - mean);
-    float inv = 1.f / std::sqrt(var / static_cast<float>(d) + kLayerNormEps);
+    float inv = 1.f / std::sqrt(var / static_cast<float>(d) + eps);
     for (int i = 0; i < d; ++i) out[i] = (in[i] - mean) * inv * gamma[i] + beta[i];
   }
 }

@@ -90,14 +90,14 @@ struct KernelTable {
                          const float* b, size_t ldb, bool b_transposed, float* c,
                          size_t ldc, bool accumulate);
 
-  // ---- layer normalisation: y = (x - mean) / sqrt(var + 1e-5) * gamma + beta per row
+  // ---- layer normalisation: y = (x - mean) / sqrt(var + eps) * gamma + beta per row
   // of d values (two passes: mean, then variance of the centred values). y may be x.
   void (*layer_norm)(const float* x, int rows, int d, const float* gamma, const float* beta,
-                     float* y);
+                     float* y, float eps);
   // Residual and layer norm in one pass over each row: x += y, then out = layer_norm(x)
   // (out may be x). The same numbers as the add followed by layer_norm.
   void (*add_layer_norm)(float* x, const float* y, int rows, int d, const float* gamma,
-                         const float* beta, float* out);
+                         const float* beta, float* out, float eps);
 
   // ---- attention softmax, in place: row r of x (rows `stride` floats apart) becomes
   // softmax(x[r, :visible[r]]) followed by zeros up to n; visible[r] >= 1.

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/activation.h"
+
 namespace fastdec {
 
 struct LayerShape {
@@ -19,11 +21,16 @@ struct ModelConfig {
   bool pre_norm = true;
   bool ssru_decoder = false; // decoder self sublayer: SSRU instead of attention
   std::vector<LayerShape> encoder, decoder;
-  int pad = 0, unk = 1, bos = 2, eos = 3, mask = 4;
+  int pad = 0, unk = 1, bos = 2, eos = 3, mask = 4;  // mask -1: none (a "transformer" may lack it)
   int block_size = 0;        // drafters only
   bool int8 = false;         // quantized linears (weights int8 + per-row scales)
   int proposal_heads = 0;    // config.json "heads".count: blockwise proposal heads (0: none)
   int proposal_hidden = 0;   // config.json "heads".hidden
+  // Optional fields for models trained elsewhere (export/FORMAT.md); defaults = ours.
+  Activation activation = Activation::kRelu;
+  float layer_norm_eps = 1e-5f;
+  enum class Positions { kInterleaved, kHalves, kMarian } positions = Positions::kInterleaved;
+  std::vector<int> suppress;  // ids never generated: output bias -inf
 
   bool is_drafter() const { return arch == "nat-drafter"; }
 };

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "kernels/activation.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm_i8.h"
 #include "kernels/op_profile.h"
@@ -41,6 +42,9 @@ Model::Model(ModelConfig config, const TensorLookup& lookup,
   embed_.assign(e.f32(), e.f32() + e.numel());
   TensorView ob = expect_tensor(lookup, "output.bias", "float32", {V});
   output_bias_.assign(ob.f32(), ob.f32() + V);
+  // Tokens the model must never generate (e.g. Marian's pad): -inf here, so no argmax,
+  // top-k or shortlist path can pick them, while the file keeps finite values.
+  for (int id : cfg_.suppress) output_bias_[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
   // The tied output layer: int8 models quantise it here, per vocabulary row, and keep
   // a row-major copy so per-row shortlists can compute only their candidates.
   output_ = cfg_.int8 ? Linear::quantized_from_float(kt_, embed_.data(), V, d, output_bias_.data(), true)
@@ -63,8 +67,8 @@ Model::Model(ModelConfig config, const TensorLookup& lookup,
     int inner = s.heads * hd;
     EncoderLayer L;
     L.heads = s.heads;
-    L.ln_attn = LayerNorm(kt_, lookup, p + "ln_attn", d);
-    L.ln_ffn = LayerNorm(kt_, lookup, p + "ln_ffn", d);
+    L.ln_attn = LayerNorm(kt_, lookup, p + "ln_attn", d, cfg_.layer_norm_eps);
+    L.ln_ffn = LayerNorm(kt_, lookup, p + "ln_ffn", d, cfg_.layer_norm_eps);
     L.qkv = linear(p, {{"self_attn.q", inner}, {"self_attn.k", inner}, {"self_attn.v", inner}}, d);
     L.o = linear(p, {{"self_attn.o", d}}, inner);
     L.fc1 = linear(p, {{"ffn.fc1", s.ffn}}, d);
@@ -77,9 +81,9 @@ Model::Model(ModelConfig config, const TensorLookup& lookup,
     int inner = s.heads * hd;
     DecoderLayer L;
     L.heads = s.heads;
-    L.ln_self = LayerNorm(kt_, lookup, p + "ln_self", d);
-    L.ln_cross = LayerNorm(kt_, lookup, p + "ln_cross", d);
-    L.ln_ffn = LayerNorm(kt_, lookup, p + "ln_ffn", d);
+    L.ln_self = LayerNorm(kt_, lookup, p + "ln_self", d, cfg_.layer_norm_eps);
+    L.ln_cross = LayerNorm(kt_, lookup, p + "ln_cross", d, cfg_.layer_norm_eps);
+    L.ln_ffn = LayerNorm(kt_, lookup, p + "ln_ffn", d, cfg_.layer_norm_eps);
     if (cfg_.ssru_decoder) {
       L.ssru = linear(p, {{"ssru.w", d, false}, {"ssru.wf", d}}, d);
     } else {
@@ -94,8 +98,8 @@ Model::Model(ModelConfig config, const TensorLookup& lookup,
     decoder_.push_back(std::move(L));
   }
   if (cfg_.pre_norm) {
-    enc_final_ = LayerNorm(kt_, lookup, "encoder.final_ln", d);
-    dec_final_ = LayerNorm(kt_, lookup, "decoder.final_ln", d);
+    enc_final_ = LayerNorm(kt_, lookup, "encoder.final_ln", d, cfg_.layer_norm_eps);
+    dec_final_ = LayerNorm(kt_, lookup, "decoder.final_ln", d, cfg_.layer_norm_eps);
   }
   if (cfg_.proposal_heads > 0)
     heads_ = ProposalHeads(kt_, lookup, cfg_.proposal_heads, cfg_.proposal_hidden, d, cfg_.int8, act_scales);
@@ -112,18 +116,48 @@ void Model::embed(int32_t id, int position, float* out) {
     // token cost more than the rest of an int8 decoder step.
     size_t rows = std::max<size_t>(static_cast<size_t>(position) + 1, 2 * have);
     positions_.resize(rows * d);
-    const float log_base = -std::log(10000.0f) / static_cast<float>(d);
-    for (size_t p = have; p < rows; ++p)
-      for (int i = 0; i < d; i += 2) {
-        float angle = static_cast<float>(p) * std::exp(log_base * static_cast<float>(i));
-        positions_[p * d + i] = std::sin(angle);
-        if (i + 1 < d) positions_[p * d + i + 1] = std::cos(angle);
-      }
+    using Positions = ModelConfig::Positions;
+    const int half = d / 2;
+    if (cfg_.positions == Positions::kInterleaved) {
+      const float log_base = -std::log(10000.0f) / static_cast<float>(d);
+      for (size_t p = have; p < rows; ++p)
+        for (int i = 0; i < d; i += 2) {
+          float angle = static_cast<float>(p) * std::exp(log_base * static_cast<float>(i));
+          positions_[p * d + i] = std::sin(angle);
+          if (i + 1 < d) positions_[p * d + i + 1] = std::cos(angle);
+        }
+    } else {
+      // sin in the first half, cos in the second. Hugging Face Marian: frequency
+      // 10000^(-2i/d), computed in double (numpy); Marian C++: exp(-i ln(10000) / (d/2 - 1))
+      // in float (src/graph/node_initializers.cpp, sinusoidalPositionEmbeddings).
+      for (size_t p = have; p < rows; ++p)
+        for (int i = 0; i < half; ++i) {
+          float s, c;
+          if (cfg_.positions == Positions::kHalves) {
+            double angle = static_cast<double>(p) / std::pow(10000.0, 2.0 * i / d);
+            s = static_cast<float>(std::sin(angle));
+            c = static_cast<float>(std::cos(angle));
+          } else {
+            float increment = std::log(10000.f) / (static_cast<float>(half) - 1.f);
+            float angle = static_cast<float>(p) * std::exp(static_cast<float>(i) * -increment);
+            s = std::sin(angle);
+            c = std::cos(angle);
+          }
+          positions_[p * d + i] = s;
+          positions_[p * d + half + i] = c;
+        }
+    }
   }
   const float scale = std::sqrt(static_cast<float>(d));
   const float* e = embed_.data() + static_cast<size_t>(id) * d;
   const float* pe = positions_.data() + static_cast<size_t>(position) * d;
   for (int i = 0; i < d; ++i) out[i] = e[i] * scale + pe[i];
+}
+
+void Model::ffn_inner(const Linear& fc1, const float* h, int rows, float* out) {
+  const bool relu = cfg_.activation == Activation::kRelu;  // fused in the GEMM epilogue
+  fc1.forward(h, rows, out, &pool_, relu, &i8_scratch_);
+  if (!relu) apply_activation(cfg_.activation, out, rows, fc1.out(), &pool_);
 }
 
 void Model::sublayer_input(const LayerNorm& ln, const float* x, int rows, float* h) const {
@@ -203,7 +237,7 @@ Memory Model::encode(const std::vector<std::vector<int32_t>>& sources,
     L.o.forward(att_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
     add_residual(L.ln_attn, L.ln_ffn, x_.data(), y_.data(), T, h_.data());
     big_.resize(static_cast<size_t>(T) * L.fc1.out());
-    L.fc1.forward(h_.data(), T, big_.data(), &pool_, /*relu=*/true, &i8_scratch_);
+    ffn_inner(L.fc1, h_.data(), T, big_.data());
     L.fc2.forward(big_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
     // The next layer's input norm, or (pre-norm) the final one in place.
     bool last = i + 1 == encoder_.size();
@@ -323,7 +357,7 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
     add_residual(L.ln_cross, L.ln_ffn, x, y_.data(), T, h_.data());
     // FFN.
     big_.resize(static_cast<size_t>(T) * L.fc1.out());
-    L.fc1.forward(h_.data(), T, big_.data(), &pool_, /*relu=*/true, &i8_scratch_);
+    ffn_inner(L.fc1, h_.data(), T, big_.data());
     L.fc2.forward(big_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
     bool last = l + 1 == decoder_.size();
     add_residual(L.ln_ffn, last ? dec_final_ : decoder_[l + 1].ln_self, x, y_.data(), T, last ? x : h_.data());

@@ -89,6 +89,8 @@ class Model {
 
   // x = E[id] * sqrt(d) + PE(position); PE rows come from a table grown on demand.
   void embed(int32_t id, int position, float* out);
+  // fc1 and the FFN activation of config.json "activation": [rows, d] -> [rows, ffn].
+  void ffn_inner(const Linear& fc1, const float* h, int rows, float* out);
   void sublayer_input(const LayerNorm& ln, const float* x, int rows, float* h) const;
   // x += y, then the norm that reads x next: pre-norm h = next(x) (next is the following
   // sublayer's input norm, or the final norm with h = x); post-norm x = post(x), h = x.

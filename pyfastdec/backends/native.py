@@ -38,6 +38,8 @@ def engine_config(cfg: ModelConfig) -> dict:
         "tokens": dict(cfg.tokens), "block_size": cfg.block_size,
         "quantization": None if cfg.quantization is None else {"weights": cfg.quantization.weights},
         "heads": None if cfg.heads is None else {"count": cfg.heads.count, "hidden": cfg.heads.hidden},
+        "activation": cfg.activation, "layer_norm_eps": cfg.layer_norm_eps, "positions": cfg.positions,
+        "suppress": list(cfg.suppress),
     }
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from pyfastdec.backends.base import StepOut, Want
-from pyfastdec.model_dir import SPM_FILE, check_spm, read_config
+from pyfastdec.model_dir import check_tokenizer, read_config
 
 ENCODER_FILE, DECODER_FILE, CONFIG_FILE = "encoder.onnx", "decoder.onnx", "config.json"
 
@@ -81,7 +81,7 @@ class OnnxBackend:
         # directory's: validated as ModelDir.load validates them (their checksums
         # included); the weights are the graphs, which onnxruntime checks itself.
         cfg = read_config(cfg_file)
-        check_spm(onnx_dir / SPM_FILE, cfg, cfg_file)
+        check_tokenizer(onnx_dir, cfg, cfg_file)
         if cfg.arch != "transformer":
             raise ValueError(f"{cfg_file}: arch: {cfg.arch!r} (expected \"transformer\": only those are exported)")
         self.tokens = dict(cfg.tokens)
