@@ -29,17 +29,20 @@ ShortlistGemm parse_shortlist_gemm(const std::string& name);  // "auto" | "union
 const char* shortlist_gemm_name(ShortlistGemm mode);
 
 // The cost model's constants, nanoseconds, measured on the development VM (AMD EPYC,
-// AVX512-VNNI, one thread, K = 256, bench/shortlist_costs.py; see bench/README.md).
+// AVX512-VNNI, one thread, K = 256, the output layer of models/en-de-attn and its
+// shortlist on 32 Multi30k sentences: python -m bench.shortlist_costs; bench/README.md).
 // Per-row path: every column of a row's list is one int8 dot product over K, its weights
-// read from cache for that row alone. Union path: a GEMM, whose cost per column falls
-// with the rows that share the weights; plus packing the block when it is (re)built,
-// counted as spread over kBlockUses calls, and each row's gather.
+// read from cache for that row (consecutive rows of one list share the reads: cheaper
+// extra rows). Union path: a GEMM, a streaming cost per column plus a compute cost per
+// column and row; packing the block when it is (re)built, counted as spread over
+// kBlockUses calls; each row's gather of its columns (estimated, not measured alone).
 struct ShortlistCosts {
-  double per_row_ns_per_kcol = 0.0;  // per row per column per 256 of K
-  double gemm_ns_per_kcol = 0.0;     // per column per 256 of K, streaming (any M)
-  double gemm_ns_per_kcol_row = 0.0; // per column per row per 256 of K, compute
-  double pack_ns_per_kcol = 0.0;     // per gathered column per 256 of K
-  double gather_ns_per_col = 0.0;    // per row per list entry
+  double per_row_ns_per_kcol = 0.0;        // per row per column per 256 of K
+  double per_row_extra_ns_per_kcol = 0.0;  // the same for a further row of the same list
+  double gemm_ns_per_kcol = 0.0;           // per column per 256 of K, streaming (any M)
+  double gemm_ns_per_kcol_row = 0.0;       // per column per row per 256 of K, compute
+  double pack_ns_per_kcol = 0.0;           // per gathered column per 256 of K
+  double gather_ns_per_col = 0.0;          // per row per list entry
   static ShortlistCosts measured();
 };
 
