@@ -238,3 +238,24 @@ def test_every_isa_gives_union_equal_to_per_row(isa):
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"isa": isa, "same": True}
+
+
+def test_auto_follows_the_cost_model():
+    # Rows whose lists coincide (one sentence 32 times): the union is one list, so one
+    # GEMM beats 32 GEMVs. 32 different Multi30k sentences: lists of ~360 columns whose
+    # union is ~5x wider, where the per-row kernel is cheaper (bench/README.md).
+    if "en-de-attn" not in SHIPPED:
+        pytest.skip("models/en-de-attn with its shortlist is needed")
+    backend = NativeBackend(MODELS / "en-de-attn", threads=1)
+    sources = multi30k_ids(backend, MODELS / "en-de-attn", 32)
+    bos = backend.tokens["bos"]
+
+    def calls(rows):
+        before = backend._model.shortlist_gemm_stats()
+        steps(backend, rows, "auto", 2, bos)
+        after = backend._model.shortlist_gemm_stats()
+        return {k: after[k] - before[k] for k in after}
+
+    assert calls([sources[3]] * 32) == {"union_calls": 2, "per_row_calls": 0, "blocks_built": 1}
+    assert calls(sources) == {"union_calls": 0, "per_row_calls": 2, "blocks_built": 0}
+    assert calls(sources[:1]) == {"union_calls": 0, "per_row_calls": 2, "blocks_built": 0}
