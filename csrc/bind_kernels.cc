@@ -389,7 +389,23 @@ void bind_kernels(py::module_& m) {
            py::arg("columns") = false, py::arg("isa") = py::none())
       .def_property_readonly("shape", [](const I8Matrix& w) { return py::make_tuple(w.rows(), w.cols()); })
       .def_property_readonly("isa", [](const I8Matrix& w) { return isa_name(w.kernels().isa); })
-      .def_property_readonly("has_columns", &I8Matrix::has_rows);
+      .def_property_readonly("has_columns", &I8Matrix::has_rows)
+      .def(
+          "gathered",
+          [](const I8Matrix& w, const py::handle& cols_obj, ThreadPool* pool) {
+            const char* fn = "Int8Matrix.gathered";
+            if (!w.has_rows()) throw py::value_error(std::string(fn) + ": the Int8Matrix was built without columns=True");
+            auto cols = checked_array<int32_t>(cols_obj, {fn, "cols"}, {1});
+            if (cols.shape(0) < 1) throw py::value_error(std::string(fn) + ": argument 'cols' is empty");
+            for (py::ssize_t i = 0; i < cols.shape(0); ++i)
+              if (cols.data()[i] < 0 || cols.data()[i] >= w.rows())
+                throw py::value_error(std::string(fn) + ": argument 'cols' has id " + std::to_string(cols.data()[i]) +
+                                      " at index " + std::to_string(i) + ", outside [0, " + std::to_string(w.rows()) + ")");
+            py::gil_scoped_release release;
+            return I8Matrix::gathered(w, cols.data(), static_cast<int>(cols.shape(0)), pool);
+          },
+          py::arg("cols"), py::kw_only(), py::arg("pool") = nullptr,
+          "These rows (output columns) as a matrix of their own, packed for the same ISA.");
 
   py::class_<F32Matrix>(m, "Float32Matrix", "fp32 weights [N, K] packed for an ISA.")
       .def(py::init(&make_f32), py::arg("weights"), py::kw_only(), py::arg("isa") = py::none())

@@ -12,6 +12,7 @@
 
 #include "kernels/op_profile.h"
 #include "model/model.h"
+#include "model/shortlist_index.h"
 #include "py_arrays.h"
 
 namespace fastdec {
@@ -134,7 +135,14 @@ class PyModel {
       src.push_back(checked_ids(sources[b], "source", b));
       if (src.back().empty()) throw py::value_error("source " + std::to_string(b) + " is empty (it needs at least EOS)");
     }
-    if (!shortlists.is_none()) {
+    // A native shortlist computes each row's candidates in encode (GIL released).
+    std::shared_ptr<const ShortlistIndex> index;
+    if (py::isinstance<ShortlistIndex>(shortlists)) {
+      index = shortlists.cast<std::shared_ptr<const ShortlistIndex>>();
+      if (index->vocab_size() != cfg().vocab_size)
+        throw py::value_error("encode: the shortlist's vocab_size " + std::to_string(index->vocab_size()) +
+                              " differs from the model's " + std::to_string(cfg().vocab_size));
+    } else if (!shortlists.is_none()) {
       py::list sl = shortlists;
       if (sl.size() != sources.size()) throw py::value_error("encode: need one shortlist per source");
       for (size_t b = 0; b < sl.size(); ++b) {
@@ -147,6 +155,10 @@ class PyModel {
     PyMemory m;
     m.owner = id_;
     py::gil_scoped_release release;
+    if (index) {
+      lists.resize(src.size());
+      for (size_t b = 0; b < src.size(); ++b) index->candidates(src[b].data(), src[b].size(), &lists[b]);
+    }
     m.memory = model_->encode(src, lists);
     return m;
   }
@@ -321,6 +333,23 @@ class PyModel {
     return py::make_tuple(ids, lps);
   }
 
+  std::string shortlist_gemm() const { return shortlist_gemm_name(model_->shortlist_gemm()); }
+  void set_shortlist_gemm(const std::string& mode) {
+    try {
+      model_->set_shortlist_gemm(parse_shortlist_gemm(mode));
+    } catch (const std::invalid_argument& e) {
+      throw py::value_error(e.what());
+    }
+  }
+  py::dict shortlist_gemm_stats() const {
+    ShortlistUnionStats s = model_->shortlist_gemm_stats();
+    py::dict d;
+    d["union_calls"] = s.union_calls;
+    d["per_row_calls"] = s.per_row_calls;
+    d["blocks_built"] = s.blocks_built;
+    return d;
+  }
+
   int threads() const { return model_->threads(); }
   int proposal_heads() const { return cfg().proposal_heads; }
   size_t scratch_bytes() {
@@ -337,9 +366,53 @@ class PyModel {
   const uint64_t id_ = next_model_id();
 };
 
+std::shared_ptr<ShortlistIndex> make_shortlist_index(int vocab_size, const py::handle& frequent_obj,
+                                                     const py::handle& indptr_obj, const py::handle& targets_obj,
+                                                     int first_fill_id) {
+  using Flags = py::array;
+  auto frequent = py::array_t<uint32_t, Flags::c_style | Flags::forcecast>::ensure(frequent_obj);
+  auto indptr = py::array_t<uint64_t, Flags::c_style | Flags::forcecast>::ensure(indptr_obj);
+  auto targets = py::array_t<uint32_t, Flags::c_style | Flags::forcecast>::ensure(targets_obj);
+  if (!frequent || !indptr || !targets || frequent.ndim() != 1 || indptr.ndim() != 1 || targets.ndim() != 1)
+    throw py::value_error("ShortlistIndex: frequent, indptr and targets must be 1-D integer arrays");
+  if (vocab_size < 1 || indptr.size() != static_cast<py::ssize_t>(vocab_size) + 1)
+    throw py::value_error("ShortlistIndex: indptr has " + std::to_string(indptr.size()) +
+                          " offsets, expected vocab_size + 1 = " + std::to_string(vocab_size + 1));
+  try {
+    return std::make_shared<ShortlistIndex>(vocab_size, frequent.data(), static_cast<size_t>(frequent.size()),
+                                            indptr.data(), targets.data(), static_cast<size_t>(targets.size()),
+                                            first_fill_id);
+  } catch (const std::invalid_argument& e) {
+    throw py::value_error(std::string("ShortlistIndex: ") + e.what());
+  }
+}
+
+py::array_t<int32_t> shortlist_candidates(const ShortlistIndex& index, const py::handle& src_obj) {
+  std::vector<int32_t> src;
+  for (const auto& item : src_obj) {
+    int64_t id = item.cast<int64_t>();
+    if (id < 0 || id >= index.vocab_size())
+      throw py::value_error("source id " + std::to_string(id) + " outside vocabulary [0, " +
+                            std::to_string(index.vocab_size()) + ")");
+    src.push_back(static_cast<int32_t>(id));
+  }
+  std::vector<int32_t> out;
+  index.candidates(src.data(), src.size(), &out);
+  py::array_t<int32_t> result(static_cast<py::ssize_t>(out.size()));
+  std::copy(out.begin(), out.end(), result.mutable_data());
+  return result;
+}
+
 }  // namespace
 
 void bind_model(py::module_& m) {
+  py::class_<ShortlistIndex, std::shared_ptr<ShortlistIndex>>(
+      m, "ShortlistIndex", "A validated shortlist.bin's sections; candidates per sentence computed natively.")
+      .def(py::init(&make_shortlist_index), py::arg("vocab_size"), py::arg("frequent"), py::arg("indptr"),
+           py::arg("targets"), py::arg("first_fill_id"))
+      .def_property_readonly("vocab_size", &ShortlistIndex::vocab_size)
+      .def("candidates", &shortlist_candidates, py::arg("src_ids"),
+           "Sorted int32 candidate ids of one source sentence (export/SHORTLIST_FORMAT.md).");
   py::class_<PyMemory>(m, "Memory", "Encoder output of a batch (per row: cross-attention K/V, shortlist).")
       .def_property_readonly("rows", [](const PyMemory& mem) { return mem.memory.rows.size(); });
   py::class_<PyState>(m, "State", "Decoder state of a batch (per row: caches and length).")
@@ -353,6 +426,11 @@ void bind_model(py::module_& m) {
       .def(py::init<const py::dict&, const py::dict&, const py::dict&, int>(), py::arg("config"),
            py::arg("tensors"), py::arg("activation_scales"), py::arg("threads"))
       .def_property_readonly("threads", &PyModel::threads)
+      .def_property("shortlist_gemm", &PyModel::shortlist_gemm, &PyModel::set_shortlist_gemm,
+                    "Shortlisted output layer at batch > 1: 'auto' (cheaper of union GEMM and per-row "
+                    "kernel), 'union' or 'per-row' (model/shortlist_union.h).")
+      .def("shortlist_gemm_stats", &PyModel::shortlist_gemm_stats,
+           "Counts since load: output-layer calls on the union GEMM / per-row kernel, union blocks built.")
       .def_property_readonly("proposal_heads", &PyModel::proposal_heads)
       .def("encode", &PyModel::encode, py::arg("sources"), py::arg("shortlists") = py::none())
       .def("start", &PyModel::start, py::arg("memory"))

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "kernels/aligned.h"
 #include "kernels/kernel_table.h"
@@ -28,12 +29,22 @@ class I8Matrix {
   I8Matrix(const KernelTable& kernels, const int8_t* w, int N, int K, const float* scales,
            bool per_channel, bool keep_rows);
 
+  // The rows cols[0 .. count) of a matrix kept with rows (ids in [0, N), any order), as a
+  // matrix of their own packed for the same table: the same int8 rows, scales and shift
+  // corrections, so gemm_i8 over it gives for column i exactly gemm_i8_columns' value of
+  // column cols[i] (same int32 dot product, same epilogue). The shortlisted output layer
+  // at batch > 1 runs one GEMM over the union of its rows' lists this way
+  // (gemm_i8_gather.cc). Packing is split over the pool in whole packed blocks.
+  static std::unique_ptr<I8Matrix> gathered(const I8Matrix& full, const int32_t* cols, int count,
+                                            ThreadPool* pool);
+
   int rows() const { return N_; }  // N: output columns of the GEMM
   int cols() const { return K_; }  // K
   bool has_rows() const { return rows_.size() != 0; }
   const KernelTable& kernels() const { return *kernels_; }
 
  private:
+  I8Matrix(const KernelTable& kernels, int N, int K) : kernels_(&kernels), N_(N), K_(K) {}
   friend void gemm_i8(const I8Matrix&, const float*, int, size_t, const float*, const float*,
                       bool, float*, size_t, ThreadPool*, I8Scratch*);
   friend void gemm_i8_columns(const I8Matrix&, const float*, int, size_t, const float*,

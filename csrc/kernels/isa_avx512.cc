@@ -19,9 +19,12 @@ size_t packed_bytes(int N, int K) {
 void pack(const int8_t* w, int N, int K, int8_t* packed) {
   size_t pairs = k_pairs(K);
   for (int n = 0; n < N; ++n) {
-    int8_t* block = packed + static_cast<size_t>(n / kCols) * pairs * 32;
-    for (int k = 0; k < K; ++k)
-      block[(k / 2) * 32 + (n % kCols) * 2 + k % 2] = w[static_cast<size_t>(n) * K + k];
+    int8_t* block = packed + static_cast<size_t>(n / kCols) * pairs * 32 + (n % kCols) * 2;
+    const int8_t* row = w + static_cast<size_t>(n) * K;
+    // Whole pairs 2 bytes at a time (the shortlist's union blocks are packed per batch).
+    int k = 0;
+    for (; k + 2 <= K; k += 2) std::memcpy(block + (k / 2) * 32, row + k, 2);
+    if (k < K) block[(k / 2) * 32] = row[k];
   }
 }
 

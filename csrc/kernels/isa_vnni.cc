@@ -20,9 +20,12 @@ size_t packed_bytes(int N, int K) {
 void pack(const int8_t* w, int N, int K, int8_t* packed) {
   size_t quads = k_quads(K);
   for (int n = 0; n < N; ++n) {
-    int8_t* block = packed + static_cast<size_t>(n / kCols) * quads * 64;
-    for (int k = 0; k < K; ++k)
-      block[(k / 4) * 64 + (n % kCols) * 4 + k % 4] = w[static_cast<size_t>(n) * K + k];
+    int8_t* block = packed + static_cast<size_t>(n / kCols) * quads * 64 + (n % kCols) * 4;
+    const int8_t* row = w + static_cast<size_t>(n) * K;
+    // Whole quads 4 bytes at a time (the shortlist's union blocks are packed per batch).
+    int k = 0;
+    for (; k + 4 <= K; k += 4) std::memcpy(block + (k / 4) * 64, row + k, 4);
+    for (; k < K; ++k) block[(k / 4) * 64 + k % 4] = row[k];
   }
 }
 

@@ -98,4 +98,15 @@ void Linear::forward_columns(const float* x, int rows, const int32_t* cols, cons
                   cols, offsets, bias_.data(), y, pool, scratch);
 }
 
+std::unique_ptr<I8Matrix> Linear::gather_columns(const int32_t* cols, int count, ThreadPool* pool) const {
+  if (!supports_columns()) throw std::logic_error("Linear: column subsets need an int8 matrix with rows");
+  return I8Matrix::gathered(*i8_, cols, count, pool);
+}
+
+void Linear::forward_gathered(const I8Matrix& w, const float* bias, const float* x, int rows, float* y,
+                              ThreadPool* pool, I8Scratch* scratch) const {
+  gemm_i8(w, x, rows, static_cast<size_t>(in_), act_scale_ > 0.f ? &act_scale_ : nullptr, bias, false, y,
+          static_cast<size_t>(w.rows()), pool, scratch);
+}
+
 }  // namespace fastdec

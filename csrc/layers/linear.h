@@ -41,6 +41,12 @@ class Linear {
   void forward_columns(const float* x, int rows, const int32_t* cols, const int64_t* offsets,
                        float* y, ThreadPool* pool, I8Scratch* scratch = nullptr) const;
   bool supports_columns() const { return i8_ && i8_->has_rows(); }
+  // Columns `cols` as a matrix of their own (needs supports_columns; I8Matrix::gathered)
+  // and a forward over such a matrix with this layer's input quantisation: its column i
+  // equals forward_columns' value of cols[i] bit for bit. bias: the gathered bias.
+  std::unique_ptr<I8Matrix> gather_columns(const int32_t* cols, int count, ThreadPool* pool) const;
+  void forward_gathered(const I8Matrix& w, const float* bias, const float* x, int rows, float* y,
+                        ThreadPool* pool, I8Scratch* scratch = nullptr) const;
 
  private:
   int out_ = 0, in_ = 0;

@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -253,7 +254,11 @@ Memory Model::encode(const std::vector<std::vector<int32_t>>& sources,
   for (int b = 0; b < R; ++b) {
     rows[b] = std::make_shared<MemoryRow>();
     rows[b]->source = sources[b];
-    if (b < static_cast<int>(shortlists.size())) rows[b]->shortlist = shortlists[b];
+    if (b < static_cast<int>(shortlists.size()) && !shortlists[b].empty()) {
+      static std::atomic<uint64_t> list_ids{0};
+      rows[b]->shortlist = shortlists[b];
+      rows[b]->shortlist_id = ++list_ids;
+    }
     rows[b]->cross_kv.resize(decoder_.size());
   }
   for (size_t l = 0; l < decoder_.size(); ++l) {
@@ -501,7 +506,7 @@ void Model::draft(const Memory& memory, const std::vector<std::vector<int32_t>>&
 // ---------------------------------------------------------------- scratch
 size_t Model::held_scratch_bytes() const {
   size_t floats = 0;
-  for (const auto* v : {&x_, &h_, &big_, &y_, &att_, &logits_}) floats += v->capacity();
+  for (const auto* v : {&x_, &h_, &big_, &y_, &att_, &logits_, &union_logits_}) floats += v->capacity();
   return floats * sizeof(float) + i8_scratch_.bytes();
 }
 
@@ -515,7 +520,8 @@ size_t Model::release_scratch(size_t keep_bytes) {
   size_t held = held_scratch_bytes();
   if (held <= keep_bytes) return 0;
   // shrink_to_fit is only a request; swapping with an empty vector frees.
-  for (auto* v : {&x_, &h_, &big_, &y_, &att_, &logits_}) std::vector<float>().swap(*v);
+  for (auto* v : {&x_, &h_, &big_, &y_, &att_, &logits_, &union_logits_}) std::vector<float>().swap(*v);
+  shortlist_union_.release();
   i8_scratch_ = I8Scratch();
 #if defined(__GLIBC__)
   // The big batch's decoder caches and encoder memories (per-row vectors, mostly below
@@ -534,15 +540,28 @@ void Model::output_stats(const float* h, int T, const std::vector<const MemoryRo
   const float ninf = -std::numeric_limits<float>::infinity();
   // Column lists: a row's own shortlist, or the full vocabulary.
   std::vector<int64_t> offsets(static_cast<size_t>(T) + 1, 0);
-  bool any_shortlist = false;
+  bool any_shortlist = false, all_shortlisted = true;
   for (int t = 0; t < T; ++t) {
     size_t s = memory_of[t]->shortlist.size();
     any_shortlist |= s > 0;
+    all_shortlisted &= s > 0;
     offsets[t + 1] = offsets[t] + static_cast<int64_t>(s > 0 ? s : static_cast<size_t>(V));
   }
   logits_.resize(static_cast<size_t>(offsets[T]));
+  // Union path: row t's logits are gathered from its columns of the union GEMM
+  // (union_row[t]) at the start of its statistics below.
+  const ShortlistUnion::Block* block = nullptr;
+  std::vector<const std::vector<int32_t>*> union_positions;
+  if (all_shortlisted && output_.supports_columns())
+    block = shortlist_union_.plan(output_, output_bias_.data(), V, memory_of, &pool_);
+  const size_t U = block ? block->columns.size() : 0;
   if (!any_shortlist) {
     output_.forward(h, T, logits_.data(), &pool_, false, &i8_scratch_);
+  } else if (block) {
+    union_logits_.resize(static_cast<size_t>(T) * U);
+    output_.forward_gathered(*block->w, block->bias.data(), h, T, union_logits_.data(), &pool_, &i8_scratch_);
+    union_positions.resize(static_cast<size_t>(T));
+    for (int t = 0; t < T; ++t) union_positions[t] = block->positions_of(memory_of[t]->shortlist_id);
   } else if (output_.supports_columns()) {
     std::vector<int32_t> cols(static_cast<size_t>(offsets[T]));
     for (int t = 0; t < T; ++t) {
@@ -571,8 +590,14 @@ void Model::output_stats(const float* h, int T, const std::vector<const MemoryRo
   const int k = std::max(request.topk, 1);
   OpTimer stats_timer(Op::kOutputStats);
   parallel_rows(&pool_, T, [&](int t) {
-    const float* row = logits_.data() + offsets[t];
+    float* own = logits_.data() + offsets[t];
     const int64_t n = offsets[t + 1] - offsets[t];
+    if (block) {  // the row's columns, in its list's order: the per-row path's floats
+      const float* from = union_logits_.data() + static_cast<size_t>(t) * U;
+      const int32_t* at = union_positions[t]->data();
+      for (int64_t i = 0; i < n; ++i) own[i] = from[at[i]];
+    }
+    const float* row = own;
     const auto& shortlist = memory_of[t]->shortlist;
     auto to_id = [&](int64_t column) { return shortlist.empty() ? column : int64_t{shortlist[column]}; };
     bool needs_stats = request.topk > 0 || request.ids || request.logprobs;
@@ -606,6 +631,22 @@ void Model::output_stats(const float* h, int T, const std::vector<const MemoryRo
       }
     }
   });
+}
+
+// ---------------------------------------------------------------- shortlist GEMM choice
+void Model::set_shortlist_gemm(ShortlistGemm mode) {
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  shortlist_union_.set_mode(mode);
+}
+
+ShortlistGemm Model::shortlist_gemm() {
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  return shortlist_union_.mode();
+}
+
+ShortlistUnionStats Model::shortlist_gemm_stats() {
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  return shortlist_union_.stats();
 }
 
 }  // namespace fastdec

@@ -15,6 +15,7 @@
 #include "layers/linear.h"
 #include "layers/proposal_heads.h"
 #include "model/config.h"
+#include "model/shortlist_union.h"
 #include "model/state.h"
 #include "model/weights.h"
 
@@ -71,6 +72,12 @@ class Model {
   size_t scratch_bytes();
   size_t release_scratch(size_t keep_bytes);
 
+  // How the shortlisted output layer runs at batch > 1 (model/shortlist_union.h): the
+  // cheaper of union GEMM and per-row kernel by the cost model ("auto"), or forced.
+  void set_shortlist_gemm(ShortlistGemm mode);
+  ShortlistGemm shortlist_gemm();
+  ShortlistUnionStats shortlist_gemm_stats();
+
  private:
   struct EncoderLayer {
     int heads = 0;
@@ -126,7 +133,8 @@ class Model {
   LayerNorm enc_final_, dec_final_;
   ProposalHeads heads_;       // empty unless config.json has "heads"
   // Scratch, reused across calls.
-  std::vector<float> x_, h_, big_, y_, att_, logits_;
+  std::vector<float> x_, h_, big_, y_, att_, logits_, union_logits_;
+  ShortlistUnion shortlist_union_;  // the cached union block (call_mutex_ held)
   I8Scratch i8_scratch_;
 };
 

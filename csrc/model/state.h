@@ -13,6 +13,9 @@ struct MemoryRow {
   std::vector<int32_t> source;               // ids, EOS included
   std::vector<std::vector<float>> cross_kv;  // per decoder layer: [source len, 2 * inner]
   std::vector<int32_t> shortlist;            // sorted candidate ids; empty = full vocab
+  // Names this row's list for the shortlisted output layer's cache of union blocks
+  // (model/shortlist_union.h): unique per encoded row, shared by its select copies.
+  uint64_t shortlist_id = 0;
   // Drafter only: the positions of the last drafted prefix, reused by the next call
   // (a cache, invisible in results; mutable because a Memory is otherwise read-only).
   mutable std::shared_ptr<DraftCache> draft;

@@ -69,6 +69,11 @@ class NativeBackend:
         self.threads = default_threads() if threads is None else check_threads(threads)
         self._model = _engine.Model(engine_config(cfg), self.model_dir.tensors, dict(scales), self.threads)
         self.shortlist = self._load_shortlist(self.model_dir.path, shortlist)
+        # The engine's copy computes each row's candidates inside encode (microseconds per
+        # sentence); Shortlist.candidates stays the reference it is tested against.
+        self._shortlist_index = None if self.shortlist is None else _engine.ShortlistIndex(
+            self.shortlist.vocab_size, self.shortlist.frequent, self.shortlist.indptr,
+            self.shortlist.targets, self.shortlist.first_fill_id)
 
     def _load_shortlist(self, model_path: Path, shortlist) -> Shortlist | None:
         if shortlist is False or shortlist is None:
@@ -95,10 +100,7 @@ class NativeBackend:
     # ---- Backend protocol
     def encode(self, src_ids: list[list[int]]):
         sources = [list(map(int, s)) for s in src_ids]
-        lists = None
-        if self.shortlist is not None:
-            lists = [self.shortlist.candidates(s).tolist() for s in sources]
-        return self._model.encode(sources, lists)
+        return self._model.encode(sources, self._shortlist_index)
 
     def start(self, memory):
         self._require_ar("start")
