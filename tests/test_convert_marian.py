@@ -127,3 +127,148 @@ def test_translator_text_equals_hf_decode(tiny):
                 for s in sentences]
     translator = Translator(out, compute_type="float32", threads=1)
     assert translator.translate(sentences, algo="greedy") == expected
+
+
+def test_int8_greedy_agreement(tiny, tmp_path):
+    """int8 (weights per row, activation scales calibrated on 300 Multi30k sentences with
+    the mean + 1.1 sigma rule) against HF's float32 greedy: stated agreement >= 75 % of
+    sentences identical (measured 0.82 on this random model, whose std-0.2 weights give
+    larger activations than trained models)."""
+    hf_dir, model, tokenizer, _ = tiny
+    calib = tmp_path / "calib.en"
+    calib.write_text("\n".join(read_lines("train.en.gz", 300)) + "\n", encoding="utf-8")
+    out = tmp_path / "int8"
+    assert convert_main(["marian", str(hf_dir), str(out), "--quantize", "int8", "--calibrate", str(calib)]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["quantization"]["calibration"]["sentences"] == 300
+    sentences = read_lines("test_2016_flickr.en.gz", SENTENCES)
+    expected = hf_generate(model, tokenizer, sentences, num_beams=1)
+    md, sources = our_sources(out, sentences)
+    got, _ = greedy(NativeBackend(md, threads=1, shortlist=False), sources, max_len=MAX_NEW)
+    same = sum(a == b for a, b in zip(got, expected)) / len(expected)
+    print(f"int8 greedy identical to HF float32: {same:.2f}")
+    assert same >= 0.75
+
+
+BEAM_REASON = (
+    "stopping rules differ (the length penalty does not): both score a finished hypothesis "
+    "sum(log p) / (generated tokens incl. EOS)^length_penalty (transformers generation/utils.py "
+    "_update_finished_beams, line 3549: cur_len + 1 - decoder_prompt_len; ours beam.py _normalised: "
+    "len(seq) + 1). pyfastdec.decoding.beam stops a sentence as soon as it has `beam` finished "
+    "hypotheses (beam.py: len(self.finished) >= beam); HF 5.23 (early_stopping=False) keeps the best "
+    "`beam` finished ones and goes on while the best running score / (cur_len - 1)^length_penalty "
+    "beats the worst finished one (_check_early_stop_heuristic, lines 3374-3417). HF also ranks "
+    "hypotheses cut at max_new_tokens by sum / len^lp, ours by sum / (len + 1)^lp. On 60 sentences: "
+    "34 identical; in all 26 others HF's choice has the better normalised score, found after ours stopped.")
+
+
+@pytest.mark.xfail(strict=True, reason=BEAM_REASON)
+def test_beam4_equals_hf_beam4(tiny):
+    hf_dir, model, tokenizer, out = tiny
+    sentences = read_lines("test_2016_flickr.en.gz", SENTENCES)
+    expected = hf_generate(model, tokenizer, sentences, num_beams=4, length_penalty=1.0, early_stopping=False)
+    md, sources = our_sources(out, sentences)
+    hyps, _ = beam_search(NativeBackend(md, threads=1, shortlist=False), sources, beam_size=4, alpha=1.0,
+                          max_len=MAX_NEW)
+    got = [h[0].tokens if isinstance(h, list) else h.tokens for h in hyps]
+    same = sum(a == b for a, b in zip(got, expected))
+    print(f"beam 4 identical to HF beam 4: {same}/{len(expected)}")
+    assert got == expected
+
+
+# ----------------------------------------------------------------------------- bad input
+def _copy(tiny, tmp_path) -> Path:
+    new = tmp_path / "hf"
+    shutil.copytree(tiny[0], new)
+    return new
+
+
+def _edit_config(hf_dir: Path, **changes) -> None:
+    config = json.loads((hf_dir / "config.json").read_text())
+    config.update(changes)
+    (hf_dir / "config.json").write_text(json.dumps(config))
+
+
+def _edit_tensors(hf_dir: Path, fn) -> None:
+    from pyfastdec import safetensors_io
+
+    # Copies: the loaded arrays map the very file rewritten below.
+    tensors = {k: np.array(v) for k, v in safetensors_io.load_file(hf_dir / "model.safetensors").items()}
+    fn(tensors)
+    safetensors_io.save_file(hf_dir / "model.safetensors", tensors)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"model_type": "bart"}, r"config\.json: model_type: \"bart\" \(expected \"marian\""),
+    ({"scale_embedding": False}, r"config\.json: scale_embedding: false \(expected true"),
+    ({"share_encoder_decoder_embeddings": False}, r"config\.json: share_encoder_decoder_embeddings: false"),
+    ({"tie_word_embeddings": False}, r"config\.json: tie_word_embeddings: false"),
+    ({"normalize_before": True}, r"config\.json: normalize_before: true \(expected false"),
+    ({"activation_function": "gelu_new"}, r"config\.json: activation_function: \"gelu_new\" \(expected \"swish\""),
+    ({"decoder_attention_heads": 2}, r"config\.json: decoder_attention_heads: 2 \(expected encoder_attention_heads"),
+    ({"encoder_layers": 3}, r"model\.safetensors: model\.encoder\.layers\.2\.\S+: missing tensor"),
+    ({"decoder_ffn_dim": 48}, r"model\.safetensors: model\.decoder\.layers\.0\.fc1\.weight: shape \[64, 32\] "
+                              r"\(expected \[48, 32\]"),
+])
+def test_refuses_config(tiny, tmp_path, changes, message):
+    hf_dir = _copy(tiny, tmp_path)
+    _edit_config(hf_dir, **changes)
+    out = tmp_path / "out"
+    with pytest.raises(ConvertError, match=message):
+        convert_marian(hf_dir, out)
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["hf"]  # nothing half-written
+
+
+def test_refuses_missing_and_unshared_tensors(tiny, tmp_path):
+    hf_dir = _copy(tiny, tmp_path)
+    _edit_tensors(hf_dir, lambda t: t.pop("model.decoder.layers.1.encoder_attn.v_proj.bias"))
+    with pytest.raises(ConvertError, match=r"model\.safetensors: model\.decoder\.layers\.1\.encoder_attn\.v_proj\.bias: "
+                                           r"missing tensor \(expected \[32\]\)"):
+        convert_marian(hf_dir, tmp_path / "out")
+    hf_dir = _copy(tiny, tmp_path / "b")
+
+    def untie(t):
+        t["lm_head.weight"] = t["model.shared.weight"] + 1.0
+    _edit_tensors(hf_dir, untie)
+    with pytest.raises(ConvertError, match=r"lm_head\.weight: differs from model\.shared\.weight"):
+        convert_marian(hf_dir, tmp_path / "out")
+    hf_dir = _copy(tiny, tmp_path / "c")
+    _edit_tensors(hf_dir, lambda t: t.update(extra=np.zeros(3, np.float32)))
+    with pytest.raises(ConvertError, match=r"model\.safetensors: extra: unexpected tensor"):
+        convert_marian(hf_dir, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_refuses_vocabulary_of_other_spm(tiny, tmp_path):
+    hf_dir = _copy(tiny, tmp_path)
+    vocab = json.loads((hf_dir / "vocab.json").read_text())
+    other = {f"piece{i}": i for i in range(len(vocab))}
+    other.update({"</s>": 0, "<unk>": 1})
+    del other["piece0"], other["piece1"]
+    (hf_dir / "vocab.json").write_text(json.dumps(other))
+    with pytest.raises(ConvertError, match=r"vocab\.json: \(pieces\): holds 0 of the \d+ pieces of .*source\.spm"):
+        convert_marian(hf_dir, tmp_path / "out")
+    vocab["</s>"], vocab["<pad>"] = vocab["<pad>"], vocab["</s>"]
+    (hf_dir / "vocab.json").write_text(json.dumps(vocab))
+    with pytest.raises(ConvertError, match=r"vocab\.json: </s>: id \d+ \(expected tokens\.eos = 0"):
+        convert_marian(hf_dir, tmp_path / "out")
+
+
+def test_cli_errors_and_pytorch_bin(tiny, tmp_path, capsys):
+    hf_dir = _copy(tiny, tmp_path)
+    assert convert_main(["marian", str(hf_dir), str(tmp_path / "o"), "--quantize", "int8"]) == 2
+    assert "--quantize int8 needs --calibrate" in capsys.readouterr().err
+    # pytorch_model.bin instead of model.safetensors (read with torch): the same directory.
+    from pyfastdec import safetensors_io
+
+    tensors = safetensors_io.load_file(hf_dir / "model.safetensors")
+    torch.save({k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}, hf_dir / "pytorch_model.bin")
+    (hf_dir / "model.safetensors").unlink()
+    from pyfastdec.cli import main as cli_main
+
+    assert cli_main(["convert", "marian", str(hf_dir), str(tmp_path / "o")]) == 0
+    ours = safetensors_io.load_file(tmp_path / "o" / "model.safetensors")
+    reference = safetensors_io.load_file(tiny[3] / "model.safetensors")
+    assert ours.keys() == reference.keys() and all(np.array_equal(ours[k], reference[k]) for k in ours)
+    assert convert_main(["marian", str(hf_dir), str(tmp_path / "o")]) == 2  # exists: refused
+    assert "already exists" in capsys.readouterr().err
