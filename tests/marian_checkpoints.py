@@ -33,8 +33,12 @@ def train_spm(lines: list[str], prefix: Path, vocab_size: int) -> Path:
     return Path(f"{prefix}.model")
 
 
-def build_tokenizer_files(out: Path, src_vocab: int, tgt_vocab: int, lines: int = 29000) -> dict[str, int]:
-    """source.spm (en), target.spm (de) and vocab.json in `out`; returns the vocabulary."""
+def build_tokenizer_files(out: Path, src_vocab: int, tgt_vocab: int, lines: int = 29000,
+                          total: int | None = None) -> dict[str, int]:
+    """source.spm (en), target.spm (de) and vocab.json in `out`; returns the vocabulary.
+    total: pad vocab.json with pieces no sentencepiece model produces up to this many
+    entries (Multi30k is too small to train OPUS-MT's ~29k pieces per side, so the real
+    58101-row embedding and output layer get rows for pieces never seen)."""
     import sentencepiece as spm
 
     out.mkdir(parents=True, exist_ok=True)
@@ -49,6 +53,8 @@ def build_tokenizer_files(out: Path, src_vocab: int, tgt_vocab: int, lines: int 
             piece = sp.id_to_piece(i)
             if not (sp.is_control(i) or sp.is_unknown(i)) and piece not in vocab:
                 vocab[piece] = len(vocab)
+    while total is not None and len(vocab) < total - 1:
+        vocab[f"\u2581unused{len(vocab)}"] = len(vocab)
     vocab["<pad>"] = len(vocab)
     (out / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
     return vocab

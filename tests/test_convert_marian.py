@@ -272,3 +272,23 @@ def test_cli_errors_and_pytorch_bin(tiny, tmp_path, capsys):
     assert ours.keys() == reference.keys() and all(np.array_equal(ours[k], reference[k]) for k in ours)
     assert convert_main(["marian", str(hf_dir), str(tmp_path / "o")]) == 2  # exists: refused
     assert "already exists" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_opus_mt_shape_float32_greedy_equals_hf(tmp_path):
+    """The real OPUS-MT shape: d_model 512, 8 heads, 6 + 6 layers, FFN 2048, 58101 rows
+    (sentencepiece models of 6000 pieces per side on Multi30k; see build_tokenizer_files)."""
+    hf_dir = tmp_path / "hf"
+    vocab = build_tokenizer_files(hf_dir, 6000, 6000, total=58101)
+    assert len(vocab) == 58101
+    model, tokenizer = save_marian(hf_dir, vocab, d_model=512, heads=8, ffn=2048, layers=6, activation="swish",
+                                   init_std=0.05, eos_bias=2.0)
+    out = convert_marian(hf_dir, tmp_path / "fp32")
+    sentences = read_lines("test_2016_flickr.en.gz", 50)
+    expected = hf_generate(model, tokenizer, sentences, max_new=30, num_beams=1)
+    md, sources = our_sources(out, sentences)
+    got, _ = greedy(NativeBackend(md, threads=2, shortlist=False), sources, max_len=30)
+    print(f"distinct outputs {len({tuple(o) for o in expected})}, ended before the limit "
+          f"{sum(len(o) < 30 for o in expected)}")
+    assert got == expected
+    assert len({tuple(o) for o in expected}) >= 20
