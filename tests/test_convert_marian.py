@@ -292,3 +292,21 @@ def test_opus_mt_shape_float32_greedy_equals_hf(tmp_path):
           f"{sum(len(o) < 30 for o in expected)}")
     assert got == expected
     assert len({tuple(o) for o in expected}) >= 20
+
+
+def test_ctranslate2_writer_runs_converted_marian(tiny, tmp_path):
+    """Our CTranslate2 writer on a converted Marian directory (positions "halves", swish,
+    suppress, bos = pad, vocab.json pieces) gives our greedy ids."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from pyfastdec.convert import to_ctranslate2
+
+    out = tiny[3]
+    md = ModelDir.load(out)
+    tokenizer = load_tokenizer(md)
+    sentences = read_lines("test_2016_flickr.en.gz", SENTENCES)
+    ids = [tokenizer.encode(s) for s in sentences]
+    ours, _ = greedy(NativeBackend(md, threads=1, shortlist=False), [i + [0] for i in ids], max_len=MAX_NEW)
+    translator = ctranslate2.Translator(str(to_ctranslate2(out, tmp_path / "ct2")), device="cpu", intra_threads=1)
+    results = translator.translate_batch([[tokenizer.id_to_piece[i] for i in r] for r in ids], beam_size=1,
+                                         min_decoding_length=0, max_decoding_length=MAX_NEW)
+    assert [[tokenizer.vocab[p] for p in r.hypotheses[0]] for r in results] == ours
