@@ -330,7 +330,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--latency-sentences", type=positive_int, default=100, metavar="N",
                    help="sentences timed one at a time for the latency figures (default 100)")
     p.set_defaults(run=run_bench, role="translate")
+
+    # The converters keep their own parser (python -m pyfastdec.convert); this forwards to it.
+    p = sub.add_parser("convert", add_help=False,
+                       help="import a model (marian: a Hugging Face MarianMTModel) or export one (ctranslate2); "
+                            "fastdec convert --help for the details")
+    p.add_argument("convert_args", nargs=argparse.REMAINDER)
+    p.set_defaults(run=run_convert)
     return parser
+
+
+def run_convert(args) -> int:
+    from pyfastdec.convert import main as convert_main
+
+    return convert_main(args.convert_args)
 
 
 def model_spec(args) -> ModelSpec:

@@ -44,7 +44,9 @@ re-quantises them with its own per-row scales and dynamic per-row activation sca
 uses the same float weights, each engine applying its own int8 scheme.
 
 CLI: python -m pyfastdec.convert ctranslate2 MODEL_DIR OUT_DIR [--quantization int8]
-(also `marian-npz`: pyfastdec/convert_marian_npz.py; `marian-npz-in`: pyfastdec/convert_marian_npz_in.py)
+(also `marian-npz`: pyfastdec/convert_marian_npz.py; `marian-npz-in`: pyfastdec/convert_marian_npz_in.py;
+importing a Hugging Face Marian model: `python -m pyfastdec.convert marian HF_DIR OUT_DIR`,
+pyfastdec/convert_marian.py)
 """
 from __future__ import annotations
 
@@ -283,7 +285,8 @@ def to_ctranslate2(model_dir: str | os.PathLike, out_dir: str | os.PathLike, qua
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pyfastdec.convert",
-                                     description="Convert a pyfastdec model directory for another engine.")
+                                     description="Convert a pyfastdec model directory for another engine, "
+                                                 "or import a Hugging Face or Marian (.npz) model.")
     sub = parser.add_subparsers(dest="target", required=True)
     ct2 = sub.add_parser("ctranslate2", help="write a CTranslate2 model (needs the 'bench' extra)")
     ct2.add_argument("model_dir", help="pyfastdec model directory (config.json, model.safetensors, spm.model)")
@@ -306,9 +309,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     mi.add_argument("--allow-unk", action="store_true",
                     help="let the model emit unk (Marian's --allow-unk); by default unk is never generated, as in Marian")
     mi.add_argument("--force", action="store_true", help="replace an existing output directory")
+    marian = sub.add_parser("marian", help="import a saved Hugging Face MarianMTModel directory (OPUS-MT)")
+    marian.add_argument("hf_dir", help="save_pretrained output: config.json, model.safetensors or "
+                                       "pytorch_model.bin, source.spm, target.spm, vocab.json")
+    marian.add_argument("out_dir", help="output pyfastdec model directory")
+    marian.add_argument("--quantize", choices=("float32", "int8"), default=None,
+                        help="int8: quantised weights with activation scales calibrated on --calibrate "
+                             "(default float32)")
+    marian.add_argument("--calibrate", metavar="TEXT_FILE", help="source sentences, one per line, for int8")
+    marian.add_argument("--shortlist", nargs=2, metavar=("SRC", "TGT"),
+                        help="parallel text to build a lexical shortlist from")
+    marian.add_argument("--force", action="store_true", help="replace an existing output directory")
     args = parser.parse_args(argv)
     try:
-        if args.target == "marian-npz-in":
+        if args.target == "marian":
+            from pyfastdec.convert_marian import convert_marian
+
+            out = convert_marian(args.hf_dir, args.out_dir, args.quantize, args.calibrate,
+                                 tuple(args.shortlist) if args.shortlist else None, args.force)
+        elif args.target == "marian-npz-in":
             from pyfastdec.convert_marian_npz_in import from_marian_npz
 
             shortlist = None

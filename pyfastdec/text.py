@@ -141,9 +141,15 @@ class MarianTokenizer:
         pieces = code + self.source.encode(text, out_type=str)
         return [self.vocab.get(piece, self.unk) for piece in pieces]
 
+    def encode_target(self, text: str) -> list[int]:
+        """Target-side text -> ids (MarianTokenizer's target mode: the target model cuts)."""
+        return [self.vocab.get(piece, self.unk) for piece in self.target.encode(text, out_type=str)]
+
     def decode(self, ids: list[int]) -> str:
         pieces = [self.id_to_piece[int(i)] for i in ids if int(i) not in self.special]
-        return self.target.decode_pieces(pieces)
+        # A piece the target model lacks (the joint vocabulary holds source pieces too)
+        # comes back verbatim, "▁" included; MarianTokenizer turns those into spaces.
+        return self.target.decode_pieces(pieces).replace(WORD_START, " ").strip()
 
     def pieces(self) -> list[str]:
         return list(self.id_to_piece)
