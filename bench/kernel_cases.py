@@ -18,6 +18,11 @@ import numpy as np
 M_VALUES = [1, 4, 16, 64, 256]
 KN_VALUES = [(512, 2048), (2048, 512), (256, 8000)]
 ARGMAX_LENGTHS = [8000, 32000]
+# The shipped models' linear layers (K, N): d = 256 and 512 with ffn 1024 and 2048, the
+# fused Q/K/V projection (3d) and the square ones (output projection, cross-attention Q).
+MODEL_KN_VALUES = [(256, 256), (256, 768), (256, 1024), (1024, 256),
+                   (512, 512), (512, 1536), (512, 2048), (2048, 512)]
+MODEL_M_VALUES = [1, 16, 64, 256]
 
 
 def single_thread_everywhere():

@@ -1,6 +1,10 @@
 """Kernel benchmarks of the Foundation issue, one process, one thread, printed as a table.
 
     python -m bench.kernels [--repeats R] [--out FILE.json]
+    python -m bench.kernels --shapes model --engines fastdec_int8,ort_int8 --no-argmax
+
+--shapes model times the linear layers of the shipped models (d 256/512, ffn 1024/2048)
+at M = 1, 16, 64, 256 instead of the Foundation issue's cases.
 
 Times are medians over R timed batches (each batch long enough to read the clock
 cheaply); the spread (min/max over batches) is reported so noise is visible. Ratios
@@ -15,8 +19,8 @@ import time
 
 import numpy as np
 
-from bench.kernel_cases import ARGMAX_LENGTHS, GEMM_ENGINES, KN_VALUES, M_VALUES, make_inputs, \
-    single_thread_everywhere
+from bench.kernel_cases import ARGMAX_LENGTHS, GEMM_ENGINES, KN_VALUES, M_VALUES, MODEL_KN_VALUES, \
+    MODEL_M_VALUES, make_inputs, single_thread_everywhere
 
 
 def time_call(fn, repeats, min_batch_seconds=2e-3):
@@ -38,23 +42,25 @@ def time_call(fn, repeats, min_batch_seconds=2e-3):
     return float(np.median(samples)), float(np.min(samples)), float(np.max(samples))
 
 
-def run(repeats):
+def run(repeats, shapes="foundation", engines=None, argmax=True):
     import pyfastdec
     from pyfastdec import _engine
 
     blas = single_thread_everywhere()
     results = {"cpu": pyfastdec.cpu_info(), "numpy_blas": blas, "python": platform.python_version(),
                "threads": 1, "gemm": [], "argmax": []}
-    for K, N in KN_VALUES:
-        for M in M_VALUES:
+    kn_values, m_values = (MODEL_KN_VALUES, MODEL_M_VALUES) if shapes == "model" else (KN_VALUES, M_VALUES)
+    chosen = {n: GEMM_ENGINES[n] for n in (engines or GEMM_ENGINES)}
+    for K, N in kn_values:
+        for M in m_values:
             a, w = make_inputs(M, K, N)
             row = {"M": M, "K": K, "N": N}
-            for name, make in GEMM_ENGINES.items():
+            for name, make in chosen.items():
                 median, lo, hi = time_call(make(a, w), repeats)
                 row[name] = {"seconds": median, "min": lo, "max": hi, "gops": 2 * M * K * N / median / 1e9}
             results["gemm"].append(row)
             print(format_gemm_row(row), flush=True)
-    for n in ARGMAX_LENGTHS:
+    for n in ARGMAX_LENGTHS if argmax else []:
         x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
         ours = _engine.time_argmax_ns(x, repeats=max(repeats, 50) * 4)
         std = _engine.time_argmax_ns(x, repeats=max(repeats, 50) * 4, impl="std_max_element")
@@ -72,10 +78,15 @@ def run(repeats):
 
 
 def format_gemm_row(row):
+    if "fastdec_int8" not in row:  # a subset of engines: median and best-batch GOP/s
+        ops = 2 * row["M"] * row["K"] * row["N"]
+        return f"M={row['M']:3d} K={row['K']:4d} N={row['N']:4d}: " + " | ".join(
+            f"{name} {v['gops']:5.0f} GOP/s (best {ops / v['min'] / 1e9:5.0f}) {v['seconds'] * 1e6:8.1f} us"
+            for name, v in row.items() if isinstance(v, dict))
     ours = row["fastdec_int8"]
     parts = [f"M={row['M']:3d} K={row['K']:4d} N={row['N']:4d}: int8 {ours['seconds'] * 1e6:8.1f} us "
              f"{ours['gops']:5.0f} GOP/s"]
-    for name in ("ort_int8", "ort_matmulint", "fastdec_fp32", "numpy_fp32", "torch_fp32"):
+    for name in (n for n in ("ort_int8", "ort_matmulint", "fastdec_fp32", "numpy_fp32", "torch_fp32") if n in row):
         parts.append(f"{name} {row[name]['gops']:5.0f} ({row[name]['seconds'] / ours['seconds']:4.1f}x)")
     return " | ".join(parts)
 
@@ -108,8 +119,18 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--out", help="write every figure as JSON here")
     parser.add_argument("--markdown", help="write the tables as markdown here")
+    parser.add_argument("--shapes", choices=("foundation", "model"), default="foundation",
+                        help="foundation: the issue's cases; model: the shipped models' linear layers")
+    parser.add_argument("--engines", help="comma-separated subset of: " + ", ".join(GEMM_ENGINES))
+    parser.add_argument("--no-argmax", action="store_true", help="GEMMs only")
     args = parser.parse_args(argv)
-    results = run(args.repeats)
+    engines = args.engines.split(",") if args.engines else None
+    for name in engines or []:
+        if name not in GEMM_ENGINES:
+            parser.error(f"--engines: unknown engine {name!r}; expected some of {', '.join(GEMM_ENGINES)}")
+    if args.markdown and engines:
+        parser.error("--markdown tables every engine: leave out --engines")
+    results = run(args.repeats, args.shapes, engines, not args.no_argmax)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)

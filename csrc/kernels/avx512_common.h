@@ -30,17 +30,44 @@ void quantize_rows_avx512(const float* a, int M, int K, size_t lda, const float*
     if (scale_fixed) {
       scale = *scale_fixed;
     } else {
-      __m512 mx = _mm512_setzero_ps();
-      for (int k = 0; k < K; k += 16) {
+      // Four independent max chains (one was bound by MAXPS latency); max is exact and
+      // NaN never enters (it sits in the first operand), so the order does not matter.
+      __m512 mx[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+      int k = 0;
+      for (; k + 64 <= K; k += 64)
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < 4; ++j) mx[j] = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(row + k + 16 * j)), mx[j]);
+      for (; k < K; k += 16) {
         __m512 v = _mm512_maskz_loadu_ps(tail_mask16(K - k), row + k);
-        mx = _mm512_max_ps(_mm512_abs_ps(v), mx);
+        mx[0] = _mm512_max_ps(_mm512_abs_ps(v), mx[0]);
       }
-      scale = activation_scale(_mm512_reduce_max_ps(mx));
+      scale = activation_scale(_mm512_reduce_max_ps(
+          _mm512_max_ps(_mm512_max_ps(mx[0], mx[1]), _mm512_max_ps(mx[2], mx[3]))));
     }
     a_dequant[m] = 1.f / scale;
     const __m512 vs = _mm512_set1_ps(scale);
     uint8_t* q = out + m * out_stride;
-    for (int k = 0; k < K; k += 16) {
+    int k = 0;
+    if constexpr (kOut != QuantOut::kInt16) {
+      // 64 values per store: two saturating packs (exact: the values are within +-127
+      // already) and one dword permutation instead of four VPMOVDB and masked stores.
+      // packs leave 128-bit lane L holding values 4L..4L+3 of each of the four vectors.
+      const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+      for (; k + 64 <= K; k += 64) {
+        __m512i qi[4];
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < 4; ++j) {
+          __m512 v = _mm512_mul_ps(_mm512_loadu_ps(row + k + 16 * j), vs);
+          qi[j] = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, lo), hi));
+        }
+        __m512i bytes = _mm512_permutexvar_epi32(
+            order, _mm512_packs_epi16(_mm512_packs_epi32(qi[0], qi[1]), _mm512_packs_epi32(qi[2], qi[3])));
+        if constexpr (kOut == QuantOut::kShiftedUint8)
+          bytes = _mm512_xor_si512(bytes, _mm512_set1_epi8(static_cast<char>(0x80)));
+        _mm512_storeu_si512(q + k, bytes);
+      }
+    }
+    for (; k < K; k += 16) {
       __mmask16 mask = tail_mask16(K - k);
       __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, row + k), vs);
       v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
@@ -173,6 +200,56 @@ void small_nn(int M, int N, int K, float alpha, const float* a, size_t lda, cons
   for (; m < M; ++m) small_nn_rows<1>(m, N, K, alpha, a, lda, b, ldb, c, ldc, accumulate);
 }
 
+// In-register transpose of a 16 x 16 block: r[i] lane j becomes r[j] lane i.
+inline void transpose16x16(__m512 r[16]) {
+  __m512 t[16];
+  _Pragma("GCC unroll 8")
+  for (int i = 0; i < 8; ++i) {  // per 128-bit chunk c: rows 2i, 2i+1 at columns 4c, 4c+1 / 4c+2, 4c+3
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  _Pragma("GCC unroll 4")
+  for (int i = 0; i < 4; ++i) {  // r[4i + j], chunk c: rows 4i .. 4i+3 at column 4c + j
+    __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+    __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+  }
+  _Pragma("GCC unroll 4")
+  for (int j = 0; j < 4; ++j) {  // gather chunk c of r[j], r[4+j], r[8+j], r[12+j]: column 4c + j
+    __m512 u0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88), u1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
+    __m512 u2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88), u3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
+    t[j] = _mm512_shuffle_f32x4(u0, u2, 0x88);
+    t[4 + j] = _mm512_shuffle_f32x4(u1, u3, 0x88);
+    t[8 + j] = _mm512_shuffle_f32x4(u0, u2, 0xDD);
+    t[12 + j] = _mm512_shuffle_f32x4(u1, u3, 0xDD);
+  }
+  _Pragma("GCC unroll 16")
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// bt[K, N] = b[N, K]^T (ldb between rows of b), 16 x 16 blocks in registers. Cross
+// attention transposes every row's keys per head and layer at each step; one scalar
+// copy per element made this transpose most of f32_small_gemm's own time.
+void transpose_avx512(const float* b, size_t ldb, int N, int K, float* bt) {
+  for (int n0 = 0; n0 < N; n0 += 16) {
+    const int rows = std::min(16, N - n0);
+    const __mmask16 row_mask = tail_mask16(rows);
+    for (int k0 = 0; k0 < K; k0 += 16) {
+      const int cols = std::min(16, K - k0);
+      const __mmask16 col_mask = tail_mask16(cols);
+      __m512 r[16];
+      _Pragma("GCC unroll 16")
+      for (int i = 0; i < 16; ++i)
+        r[i] = i < rows ? _mm512_maskz_loadu_ps(col_mask, b + (n0 + i) * ldb + k0) : _mm512_setzero_ps();
+      transpose16x16(r);
+      for (int j = 0; j < cols; ++j) _mm512_mask_storeu_ps(bt + static_cast<size_t>(k0 + j) * N + n0, row_mask, r[j]);
+    }
+  }
+}
+
 void f32_small_gemm_avx512(int M, int N, int K, float alpha, const float* a, size_t lda,
                            const float* b, size_t ldb, bool b_transposed, float* c,
                            size_t ldc, bool accumulate) {
@@ -186,8 +263,7 @@ void f32_small_gemm_avx512(int M, int N, int K, float alpha, const float* a, siz
   // share the call: a verified draft sees exactly the numbers greedy steps see.
   thread_local AlignedBuffer<float> transposed;
   float* bt = transposed.reserve_scratch(static_cast<size_t>(K) * N);
-  for (int n = 0; n < N; ++n)
-    for (int k = 0; k < K; ++k) bt[static_cast<size_t>(k) * N + n] = b[n * ldb + k];
+  transpose_avx512(b, ldb, N, K, bt);
   small_nn(M, N, K, alpha, a, lda, bt, static_cast<size_t>(N), c, ldc, accumulate);
 }
 
