@@ -36,33 +36,46 @@ from .limits import row_limits
 from .result import DecodeStats, Hypothesis
 
 
-class _Finished:
-    """Finished hypotheses of all sentences, in the order they finished: blocks of
-    (sentence ids, scores, token rows, finished flag), one or two per step."""
+
+class _Hypotheses:
+    """What the search keeps besides the backend state: each step's back-pointers (the
+    parent row and the token of every row it kept), so no step copies token lists, and
+    the finished hypotheses in the order they finished."""
 
     def __init__(self):
-        self.blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray, bool]] = []
+        self.history: list[tuple[np.ndarray, np.ndarray]] = []  # [t - 1]: rows holding t tokens
+        self.blocks: list[tuple[np.ndarray, ...]] = []
 
-    def add(self, owners: np.ndarray, scores: np.ndarray, tokens: np.ndarray, finished: bool):
-        if owners.size:
-            self.blocks.append((owners, scores, tokens, finished))
+    def keep(self, parents: np.ndarray, tokens: np.ndarray):
+        self.history.append((parents, tokens))
+
+    def finish(self, sentences: np.ndarray, scores: np.ndarray, held: int, rows: np.ndarray,
+               last: np.ndarray | None):
+        """Rows (holding `held` tokens) finished with these scores; `last`: one more token
+        each (a child cut at max_len, unfinished), None: they ended with EOS."""
+        extra = np.full(rows.size, -1, dtype=np.int64) if last is None else last
+        self.blocks.append((sentences, scores, np.full(rows.size, held), rows, extra))
+
+    def tokens(self, held: int, row: int, last: int) -> list[int]:
+        out = [] if last < 0 else [last]
+        for parents, tokens in reversed(self.history[:held]):
+            out.append(int(tokens[row]))
+            row = parents[row]
+        return out[::-1]
 
     def ranked(self, sentences: int, nbest: int) -> list[list[Hypothesis]]:
-        """Per sentence its hypotheses by score, best first, ties in finishing order
-        (a stable sort, as the reference's sorted()); the first nbest of each."""
+        """Per sentence its hypotheses by score, best first, equal scores in finishing
+        order (a stable sort, as the reference's sorted()); the first nbest of each."""
         results: list[list[Hypothesis]] = [[] for _ in range(sentences)]
         if not self.blocks:
             return results
-        owners = np.concatenate([b[0] for b in self.blocks])
-        scores = np.concatenate([b[1] for b in self.blocks])
-        block = np.concatenate([np.full(b[0].size, i) for i, b in enumerate(self.blocks)])
-        row = np.concatenate([np.arange(b[0].size) for b in self.blocks])
-        order = np.lexsort((-scores, owners))  # stable: equal scores keep finishing order
-        bounds = np.searchsorted(owners[order], np.arange(sentences + 1))
+        owner, scores, held, rows, extra = (np.concatenate(column) for column in zip(*self.blocks))
+        order = np.lexsort((-scores, owner))  # stable: equal scores keep finishing order
+        bounds = np.searchsorted(owner[order], np.arange(sentences + 1))
         for s in range(sentences):
             for j in order[bounds[s]:bounds[s + 1]][:nbest]:
-                _, _, tokens, finished = self.blocks[block[j]]
-                results[s].append(Hypothesis(tokens[row[j]].tolist(), float(scores[j]), finished=finished))
+                results[s].append(Hypothesis(self.tokens(int(held[j]), int(rows[j]), int(extra[j])),
+                                             float(scores[j]), finished=bool(extra[j] < 0)))
         return results
 
 
@@ -84,90 +97,111 @@ def beam_search(backend: Backend, src_ids: list[list[int]], beam_size: int = 5,
     stats = DecodeStats(sentences=len(src_ids))
     if not src_ids:
         return [], stats
-    done = _Finished()
+    n = len(src_ids)
+    hyps = _Hypotheses()
     with stats.total():
-        limits = np.asarray(row_limits(src_ids, max_len), dtype=np.int64)
-        # (limit + 1)^alpha with Python's pow, as the reference computed it: same bits.
-        reach_norm = np.array([(int(limit) + 1) ** alpha for limit in limits], dtype=np.float64)
+        # Per active sentence (ascending; their rows contiguous in this order): its input
+        # index, output limit, (limit + 1)^alpha (Python's pow, as the reference: same
+        # bits), best finished score and how many finished.
+        act = np.arange(n)
+        act_limit = np.asarray(row_limits(src_ids, max_len), dtype=np.int64)
+        act_norm = np.array([(int(limit) + 1) ** alpha for limit in act_limit], dtype=np.float64)
+        act_best = np.full(n, -np.inf)
+        act_done = np.zeros(n, dtype=np.int64)
+        # Live rows: summed log-probs; `per` rows for every sentence (slot order = rank
+        # order), or per = 0 and `cell` = each row's place in a [sentences * beam] grid.
+        summed = np.zeros(n, dtype=np.float64)
+        per, cell = 1, None
         bos, eos = backend.tokens["bos"], backend.tokens["eos"]
         k = min(2 * beam, backend.vocab_size)
         with stats.timing("encoder"):
             memory = backend.encode(src_ids)
         with stats.timing("verifier"):
             state = backend.start(memory)
-        n = len(src_ids)
-        best_done = np.full(n, -np.inf)
-        done_count = np.zeros(n, dtype=np.int64)
-        # One entry per live hypothesis = state row; rows are grouped by sentence
-        # (ascending) and best first within it (slot = rank among its sentence's live ones).
-        owner = np.arange(n)
-        slot = np.zeros(n, dtype=np.int64)
-        summed = np.zeros(n, dtype=np.float64)
-        seqs = np.zeros((n, 0), dtype=np.int64)
         tokens = np.full((n, 1), bos, dtype=np.int64)
-        length = 0  # every live hypothesis holds this many tokens
-        while owner.size:
+        length = 0  # tokens every live row holds
+        first_limit = int(act_limit.min())
+        any_done = False
+        offsets_for = None  # (count, row width): each sentence's first index in the flat grid
+        while act.size:
             with stats.timing("verifier"):
                 out = backend.step(state, tokens, Want(argmax=False, topk=k))
             stats.iterations += 1
-            stats.row_steps += owner.size
+            stats.row_steps += summed.size
             ids, logp = out.topk_ids[:, 0], out.topk_logprobs[:, 0]
-            rows_n, width = ids.shape
-            new_sentence = np.empty(rows_n, dtype=bool)
-            new_sentence[0], new_sentence[1:] = True, owner[1:] != owner[:-1]
-            group = np.cumsum(new_sentence) - 1  # index of each row's sentence among the active ones
-            active = owner[new_sentence]
-            count = active.size
-            grid = np.full((count, beam, width), -np.inf)
-            grid[group, slot] = summed[:, None] + logp.astype(np.float64)
-            row_of = np.zeros((count, beam), dtype=np.int64)
-            row_of[group, slot] = np.arange(rows_n)
-            flat = grid.reshape(count, beam * width)
-            order = np.argsort(-flat, axis=1, kind="stable")[:, :2 * beam]
-            cand = np.take_along_axis(flat, order, axis=1)  # [count, C] best first
-            parent_slot, column = np.divmod(order, width)
-            parent = np.take_along_axis(row_of, parent_slot, axis=1)
-            token = ids[parent, column]
+            count, width = act.size, ids.shape[1]
+            total = summed[:, None] + logp  # float64, as the reference's sums
+            if per:
+                slots = per
+            else:  # pad every sentence to `beam` rows of -inf: they rank last and stop the scan
+                slots = beam
+                padded = np.full((count * beam, width), -np.inf)
+                padded[cell] = total
+                total = padded
+                padded = np.zeros((count * beam, width), dtype=np.int64)
+                padded[cell] = ids
+                ids = padded
+                row_of = np.zeros(count * beam, dtype=np.int64)
+                row_of[cell] = np.arange(summed.size)
+            # Best first; equal sums by position in the grid: parent slot, then top-k rank.
+            order = np.argsort(-total.reshape(count, slots * width), axis=1, kind="stable")[:, :2 * beam]
+            if offsets_for != (count, slots * width):
+                offsets_for = (count, slots * width)
+                offsets = np.arange(count)[:, None] * (slots * width)
+            at = order + offsets  # flat index into total / ids: (sentence * slots + slot) * width + rank
+            cand, token = total.take(at), ids.take(at)
+            parent = at // width if per else row_of.take(at // width)
+            # The reference's scan as masks: it stops at the first -inf and once `beam`
+            # children are taken; EOS finishes a hypothesis within the first `beam` ranks.
             is_eos = token == eos
             not_eos = ~is_eos
-            before = np.cumsum(not_eos, axis=1) - not_eos  # children ranked above each candidate
+            before = not_eos.cumsum(axis=1) - not_eos
             scanned = np.logical_and.accumulate(cand != -np.inf, axis=1) & (before < beam)
             child = scanned & not_eos
-            ended = scanned & is_eos
-            ended[:, beam:] = False  # EOS counts only within the first `beam` ranks
-
-            g, r = np.nonzero(ended)  # sentence-major, rank order: the reference's order
-            if g.size:
-                normalised = cand[g, r] / (length + 1) ** alpha
-                done.add(active[g], normalised, seqs[parent[g, r]], True)
-                step_best = np.full(count, -np.inf)
-                np.maximum.at(step_best, g, normalised)
-                best_done[active] = np.maximum(best_done[active], step_best)
-                done_count[active] += np.bincount(g, minlength=count)
-
+            ended = (scanned & is_eos)[:, :beam]
+            if np.count_nonzero(ended):  # (count_nonzero: the cheapest test on small arrays)
+                ended_scores = np.where(ended, cand[:, :beam] / (length + 1) ** alpha, -np.inf)
+                g, r = np.nonzero(ended)  # sentence-major, rank order: the reference's order
+                hyps.finish(act[g], ended_scores[g, r], length, parent[g, r], None)
+                act_best = np.maximum(act_best, ended_scores.max(axis=1))
+                act_done = act_done + ended.sum(axis=1)
+                any_done = True
             length += 1
-            g, r = np.nonzero(child)
-            child_score = cand[g, r]
-            child_seqs = np.concatenate([seqs[parent[g, r]], token[g, r][:, None]], axis=1)
-            has_child = child.any(axis=1)
-            at_limit = has_child & (length >= limits[active])
-            if at_limit.any():  # out of length: the live ones count as finished, unfinished
-                cut = at_limit[g]
-                done.add(active[g[cut]], child_score[cut] / (length + 1) ** alpha, child_seqs[cut], False)
-            best_live = cand[np.arange(count), np.argmax(child, axis=1)]  # first child = best
-            reach = np.where(best_live < 0, best_live / reach_norm[active], best_live)
-            go_on = has_child & ~at_limit & (done_count[active] < beam) & ~(best_done[active] >= reach)
+            children = child.sum(axis=1)
+            go = children > 0
+            if length >= first_limit:  # out of length: the live ones count as finished, unfinished
+                at_limit = go & (length >= act_limit)
+                if np.count_nonzero(at_limit):
+                    g, r = np.nonzero(child & at_limit[:, None])
+                    hyps.finish(act[g], cand[g, r] / (length + 1) ** alpha, length - 1, parent[g, r], token[g, r])
+                    go &= ~at_limit
+            if any_done:  # the early stop: `beam` finished, or the best finished out of reach
+                best_live = np.where(child, cand, -np.inf).max(axis=1)
+                reach = best_live / np.where(best_live < 0, act_norm, 1.0)
+                go &= (act_done < beam) & ~(act_best >= reach)
 
-            keep = go_on[g]
-            owner = active[g[keep]]
-            slot = (np.cumsum(child, axis=1) - 1)[g[keep], r[keep]]
-            summed = child_score[keep]
-            seqs = child_seqs[keep]
-            if owner.size:
-                with stats.timing("verifier"):
-                    state = backend.select(state, parent[g[keep], r[keep]])
-                tokens = token[g[keep], r[keep]].reshape(-1, 1)
-    results = done.ranked(n, nbest)
+            stopped = np.count_nonzero(go) < count
+            keep = child & go[:, None] if stopped else child
+            kept = np.flatnonzero(keep)
+            rows, tokens, summed = parent.take(kept), token.take(kept), cand.take(kept)
+            hyps.keep(rows, tokens)
+            if not kept.size:
+                break
+            if stopped:
+                act, act_limit, act_norm, act_best, act_done, children, keep = (
+                    a[go] for a in (act, act_limit, act_norm, act_best, act_done, children, keep))
+                first_limit = int(act_limit.min())
+            if kept.size == act.size * beam:
+                per, cell = beam, None
+            elif (children == children[0]).all():
+                per, cell = int(children[0]), None
+            else:
+                per = 0
+                cell = (np.arange(act.size)[:, None] * beam + keep.cumsum(axis=1) - 1)[keep]
+            with stats.timing("verifier"):
+                state = backend.select(state, rows)
+            tokens = tokens.reshape(-1, 1)
+    results = hyps.ranked(n, nbest)
     for i, ranked in enumerate(results):
         if ranked:
             stats.generated += len(ranked[0].tokens) + int(ranked[0].finished)
