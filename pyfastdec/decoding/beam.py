@@ -79,6 +79,58 @@ class _Hypotheses:
         return results
 
 
+def _one_sentence(total: np.ndarray, ids: np.ndarray, hyps: _Hypotheses, act: np.ndarray,
+                  act_limit: np.ndarray, act_norm: np.ndarray, act_best: np.ndarray, act_done: np.ndarray,
+                  beam: int, eos: int, alpha: float, length: int, any_done: bool
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """One step of beam_search's scan for a single active sentence (its rows total/ids
+    [rows, k]), on Python scalars: at batch 1 the masks' dozen numpy calls per step cost
+    more than the scan itself. Exactly the same decisions, in the same order, with the
+    same float64 arithmetic; updates act_best/act_done in place and records in hyps.
+    Returns the kept (parent rows, tokens, summed log-probs), None when the sentence ends."""
+    flat = total.reshape(-1)
+    width = total.shape[1]
+    order = np.argsort(-flat, kind="stable")[:2 * beam]
+    cands, tokens, parents = flat.take(order).tolist(), ids.reshape(-1).take(order).tolist(), (order // width).tolist()
+    rows: list[int] = []
+    kept_tokens: list[int] = []
+    sums: list[float] = []
+    ended: list[float] = []
+    ended_rows: list[int] = []
+    for rank, cand in enumerate(cands):
+        if cand == -np.inf or len(rows) == beam:
+            break
+        if tokens[rank] == eos:
+            if rank < beam:
+                ended.append(cand / (length + 1) ** alpha)
+                ended_rows.append(parents[rank])
+            continue
+        rows.append(parents[rank])
+        kept_tokens.append(tokens[rank])
+        sums.append(cand)
+    sentence = act[0]
+    if ended:
+        hyps.finish(np.full(len(ended), sentence), np.array(ended), length, np.array(ended_rows, dtype=np.int64), None)
+        act_best[0] = max(act_best[0], max(ended))
+        act_done[0] += len(ended)
+        any_done = True
+    if not rows:
+        return None
+    length += 1
+    if length >= act_limit[0]:  # out of length: the live ones count as finished, unfinished
+        hyps.finish(np.full(len(rows), sentence), np.array(sums) / (length + 1) ** alpha, length - 1,
+                    np.array(rows, dtype=np.int64), np.array(kept_tokens, dtype=np.int64))
+        return None
+    if any_done:  # the early stop (sums[0] is the best live: scanned best first)
+        reach = sums[0] / act_norm[0] if sums[0] < 0 else sums[0]
+        if act_done[0] >= beam or act_best[0] >= reach:
+            return None
+    rows_at = np.array(rows, dtype=np.int64)
+    kept = np.array(kept_tokens, dtype=np.int64)
+    hyps.keep(rows_at, kept)
+    return rows_at, kept, np.array(sums)
+
+
 def beam_search(backend: Backend, src_ids: list[list[int]], beam_size: int = 5,
                 nbest: int | None = None, alpha: float = 1.0, max_len: int | None = None
                 ) -> tuple[list[list[Hypothesis]], DecodeStats]:
@@ -131,6 +183,19 @@ def beam_search(backend: Backend, src_ids: list[list[int]], beam_size: int = 5,
             ids, logp = out.topk_ids[:, 0], out.topk_logprobs[:, 0]
             count, width = act.size, ids.shape[1]
             total = summed[:, None] + logp  # float64, as the reference's sums
+            if count == 1:  # batch 1, or the last sentence left: the scan in plain Python
+                kept = _one_sentence(total, ids, hyps, act, act_limit, act_norm, act_best, act_done,
+                                     beam, eos, alpha, length, any_done)
+                if kept is None:
+                    break
+                length += 1
+                any_done = any_done or act_done[0] > 0
+                rows, tokens, summed = kept
+                per = summed.size
+                with stats.timing("verifier"):
+                    state = backend.select(state, rows)
+                tokens = tokens.reshape(-1, 1)
+                continue
             if per:
                 slots = per
             else:  # pad every sentence to `beam` rows of -inf: they rank last and stop the scan
