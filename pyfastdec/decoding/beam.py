@@ -16,8 +16,9 @@ evaluation rank hypotheses alike):
 - The n-best list is the finished hypotheses by score, best first; equal scores keep
   the order they finished in (by step; within a step EOS ones by rank, then the
   unfinished ones cut at max_len).
-Hypotheses are backend rows: `select` with repeated rows copies a parent's state into
-each of its children, and finished sentences' rows simply are not selected.
+Hypotheses are backend rows: `select` with repeated rows gives each child its parent's
+state (the native engine shares the positions and copies them only when a child is
+stepped), and finished sentences' rows simply are not selected.
 
 Every step is a handful of numpy operations over all sentences at once (no Python per
 hypothesis or per sentence): each sentence's candidates sit in one row of a
