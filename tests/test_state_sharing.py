@@ -14,13 +14,13 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the reference models need the 'test' extra (torch)")
 
-from export.tiny import random_sources, tiny_model, tiny_spm  # noqa: E402
-from export.writer import write_model_dir  # noqa: E402
-from pyfastdec.backends.base import Want  # noqa: E402
-from pyfastdec.backends.native import NativeBackend  # noqa: E402
+from export.tiny import random_sources, tiny_model, tiny_spm
+from export.writer import write_model_dir
+from pyfastdec.backends.base import Want
+from pyfastdec.backends.native import NativeBackend
 
 BOS = 2
-VARIANTS = {"attention": dict(), "ssru": dict(decoder_self="ssru")}
+VARIANTS = {"attention": {}, "ssru": {"decoder_self": "ssru"}}
 SOURCES = random_sources(3, seed=11)
 PREFIX = [[BOS, 7, 9, 11, 5, 6], [BOS, 8, 8, 12, 20, 7], [BOS, 30, 9, 10, 21, 5]]
 # The children: (parent row, positions of the parent kept, tokens stepped one at a time).

@@ -37,7 +37,6 @@ from .limits import row_limits
 from .result import DecodeStats, Hypothesis
 
 
-
 class _Hypotheses:
     """What the search keeps besides the backend state: each step's back-pointers (the
     parent row and the token of every row it kept), so no step copies token lists, and
