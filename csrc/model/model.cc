@@ -182,21 +182,42 @@ void Model::add_residual(const LayerNorm& post, const LayerNorm& next, float* x,
   }
 }
 
+// Runs for every row about to be written, before the parallel region, so the per-row
+// work never touches reference counts.
 void Model::grow(RowCache& row, int length) const {
-  const int d = cfg_.d_model;
-  if (row.k.empty() && row.c.empty()) {
-    (cfg_.ssru_decoder ? row.c : row.k).resize(decoder_.size());
-    if (!cfg_.ssru_decoder) row.v.resize(decoder_.size());
+  const bool ssru = cfg_.ssru_decoder;
+  const size_t layers = decoder_.size();
+  if (!row.buffers) {
+    row.buffers = std::make_shared<RowBuffers>();
+    (ssru ? row.buffers->c : row.buffers->k).resize(layers);
+    if (!ssru) row.buffers->v.resize(layers);
+  } else if (row.buffers.use_count() > 1) {
+    // Shared since a select: copy only the positions held (this row's later writes
+    // must not reach the rows it shares them with), with room for the next steps.
+    auto own = std::make_shared<RowBuffers>();
+    const RowBuffers& shared = *row.buffers;
+    using Layers = std::vector<std::vector<float>>;
+    const std::pair<const Layers*, Layers*> parts[] = {
+        {&shared.k, &own->k}, {&shared.v, &own->v}, {&shared.c, &own->c}};
+    for (auto [from, to] : parts) {
+      to->resize(from->size());
+      for (size_t l = 0; l < from->size(); ++l) {
+        const size_t held = cache_width(l) * static_cast<size_t>(row.length);
+        (*to)[l].reserve(std::max(cache_width(l) * static_cast<size_t>(length), 2 * held));
+        (*to)[l].assign((*from)[l].begin(), (*from)[l].begin() + static_cast<std::ptrdiff_t>(held));
+      }
+    }
+    row.buffers = std::move(own);
   }
-  for (size_t l = 0; l < decoder_.size(); ++l) {
-    size_t width = cfg_.ssru_decoder ? static_cast<size_t>(d)
-                                     : static_cast<size_t>(decoder_[l].heads) * cfg_.head_dim;
-    size_t need = width * static_cast<size_t>(length);
-    auto& first = cfg_.ssru_decoder ? row.c[l] : row.k[l];
-    if (first.size() >= need) continue;
-    size_t capacity = std::max(need, first.size() * 2);  // amortised growth
-    first.resize(capacity);
-    if (!cfg_.ssru_decoder) row.v[l].resize(capacity);
+  for (size_t l = 0; l < layers; ++l) {
+    const size_t need = cache_width(l) * static_cast<size_t>(length);
+    for (auto* buffers : {&row.buffers->k, &row.buffers->v, &row.buffers->c}) {
+      if (buffers->empty()) continue;
+      std::vector<float>& b = (*buffers)[l];
+      if (b.size() >= need) continue;
+      if (b.capacity() < need) b.reserve(std::max(need, b.capacity() * 2));  // amortised growth
+      b.resize(need);
+    }
   }
 }
 
@@ -305,7 +326,7 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
       OpTimer timer(Op::kSsru);
       parallel_rows(&pool_, R, [&](int b) {
         RowCache& row = *rows[b];
-        float* c = row.c[l].data();
+        float* c = row.buffers->c[l].data();
         const float* c_prev = row.length > 0 ? c + static_cast<size_t>(row.length - 1) * d : nullptr;
         ssru_scan(big_.data() + static_cast<size_t>(offset[b]) * 2 * d, counts[b], d, c_prev,
                   c + static_cast<size_t>(row.length) * d, y_.data() + static_cast<size_t>(offset[b]) * d);
@@ -318,8 +339,8 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
         RowCache& row = *rows[b];
         const int n = counts[b], start = row.length, total = start + n;
         const float* qkv = big_.data() + static_cast<size_t>(offset[b]) * 3 * inner;
-        float* k = row.k[l].data();
-        float* v = row.v[l].data();
+        float* k = row.buffers->k[l].data();
+        float* v = row.buffers->v[l].data();
         {
           OpTimer copy_timer(Op::kCacheCopy);
           for (int i = 0; i < n; ++i) {

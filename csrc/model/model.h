@@ -104,6 +104,11 @@ class Model {
   void add_residual(const LayerNorm& post, const LayerNorm& next, float* x, const float* y, int rows,
                     float* h) const;
   void grow(RowCache& row, int length) const;
+  // Floats per position of a row's layer-l cache: K (and V) for attention, c for SSRU.
+  size_t cache_width(size_t l) const {
+    return cfg_.ssru_decoder ? static_cast<size_t>(cfg_.d_model)
+                             : static_cast<size_t>(decoder_[l].heads) * cfg_.head_dim;
+  }
   // Runs every decoder layer over counts[b] new positions of each row (x: [sum, d],
   // row-major by row), appending to the rows' caches; leaves the final hidden states
   // (after the final layer norm) in x.

@@ -28,11 +28,20 @@ struct Memory {
 
 // One row's decoder positions. Attention layers keep K and V per position, SSRU layers
 // the cell state per position: truncating to L positions is then exact.
+struct RowBuffers {
+  std::vector<std::vector<float>> k, v;      // per layer [>= length, inner]
+  std::vector<std::vector<float>> c;         // per layer [>= length, d]
+};
+
+// Copying a RowCache (select, beam search's duplicated hypotheses) shares its buffers;
+// Model::grow gives a row its own copy of the positions it holds before anything is
+// written to a shared one. Positions past `length` are never read, so truncating a
+// shared row needs no copy. Only calls holding the model's call mutex write (and
+// un-share) buffers, before their parallel region; select only copies the pointers.
 struct RowCache {
   MemoryRowPtr memory;
   int length = 0;                            // positions held, BOS included
-  std::vector<std::vector<float>> k, v;      // per layer [>= length, inner]
-  std::vector<std::vector<float>> c;         // per layer [>= length, d]
+  std::shared_ptr<RowBuffers> buffers;       // null until the first position
 };
 
 struct DecoderState {

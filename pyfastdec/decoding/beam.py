@@ -5,19 +5,29 @@ evaluation rank hypotheses alike):
 - Each step every live hypothesis is extended; per sentence the best 2*beam candidates
   by summed log-prob are scanned in order: an EOS candidate finishes a hypothesis if it
   ranks within the first `beam` (so beam 1 is exactly greedy), the others fill the next
-  beam (up to `beam` of them).
+  beam (up to `beam` of them). Equal sums rank by parent (best parent first), then by
+  the parent's top-k position; the scan stops at the first -inf candidate.
 - A finished hypothesis scores sum(log p) / (len + 1)^alpha, len + 1 counting its EOS
   (alpha = 1.0 by default: plain per-token average).
 - A sentence stops when it has `beam` finished hypotheses, or when its best finished
   score beats the best any live hypothesis could still reach (log-probs only fall, and
   length is bounded by max_len), or at max_len, where its live hypotheses are returned
   as unfinished (scored as if EOS followed, Hypothesis.finished = False).
-Hypotheses are backend rows: `select` with repeated rows copies a parent's state into
-each of its children, and finished sentences' rows simply are not selected.
+- The n-best list is the finished hypotheses by score, best first; equal scores keep
+  the order they finished in (by step; within a step EOS ones by rank, then the
+  unfinished ones cut at max_len).
+Hypotheses are backend rows: `select` with repeated rows gives each child its parent's
+state (the native engine shares the positions and copies them only when a child is
+stepped), and finished sentences' rows simply are not selected.
+
+Every step is a handful of numpy operations over all sentences at once (no Python per
+hypothesis or per sentence): each sentence's candidates sit in one row of a
+[sentences, beam * k] grid (missing parents padded with -inf, which rank last and stop
+the scan as a real -inf does), so the per-sentence scan becomes cumulative masks. The
+per-sentence implementation it replaced is kept in tests/beam_reference.py, and the
+tests require the same outputs and scores, bit for bit.
 """
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -27,53 +37,98 @@ from .limits import row_limits
 from .result import DecodeStats, Hypothesis
 
 
-class _Sentence:
-    """The search of one input: its live hypotheses (token lists and summed log-probs)
-    and the finished ones."""
+class _Hypotheses:
+    """What the search keeps besides the backend state: each step's back-pointers (the
+    parent row and the token of every row it kept), so no step copies token lists, and
+    the finished hypotheses in the order they finished."""
 
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.live: list[tuple[list[int], float]] = [([], 0.0)]
-        self.finished: list[Hypothesis] = []
+    def __init__(self):
+        self.history: list[tuple[np.ndarray, np.ndarray]] = []  # [t - 1]: rows holding t tokens
+        self.blocks: list[tuple[np.ndarray, ...]] = []
 
-    def advance(self, ids: np.ndarray, logp: np.ndarray, beam: int, eos: int, alpha: float
-                ) -> list[tuple[int, int]]:
-        """One step from each live hypothesis's top candidates ids/logp [live, K].
-        Returns (parent, token) for the new live hypotheses ([] when the sentence ends)."""
-        total = np.array([score for _, score in self.live])[:, None] + logp.astype(np.float64)
-        flat = total.reshape(-1)
-        order = np.argsort(-flat, kind="stable")[:2 * beam]
-        children: list[tuple[int, int]] = []
-        new_live: list[tuple[list[int], float]] = []
-        for rank, f in enumerate(order):
-            score = float(flat[f])
-            if score == -math.inf or len(new_live) == beam:
-                break
-            parent, col = divmod(int(f), logp.shape[1])
-            token, seq = int(ids[parent, col]), self.live[parent][0]
-            if token == eos:
-                if rank < beam:
-                    self.finished.append(Hypothesis(seq, self._normalised(score, seq, alpha)))
-                continue
-            children.append((parent, token))
-            new_live.append((seq + [token], score))
-        self.live = new_live
-        if not new_live:
-            return []
-        if len(new_live[0][0]) >= self.limit:  # out of length: live ones count as finished
-            self.finished += [Hypothesis(seq, self._normalised(s, seq, alpha), finished=False)
-                              for seq, s in new_live]
-            return []
-        best_done = max((h.score for h in self.finished), default=-math.inf)
-        best_live = new_live[0][1]  # candidates were scanned best first
-        reachable = best_live / (self.limit + 1) ** alpha if best_live < 0 else best_live
-        if len(self.finished) >= beam or best_done >= reachable:
-            return []
-        return children
+    def keep(self, parents: np.ndarray, tokens: np.ndarray):
+        self.history.append((parents, tokens))
 
-    @staticmethod
-    def _normalised(score: float, seq: list[int], alpha: float) -> float:
-        return score / (len(seq) + 1) ** alpha
+    def finish(self, sentences: np.ndarray, scores: np.ndarray, held: int, rows: np.ndarray,
+               last: np.ndarray | None):
+        """Rows (holding `held` tokens) finished with these scores; `last`: one more token
+        each (a child cut at max_len, unfinished), None: they ended with EOS."""
+        extra = np.full(rows.size, -1, dtype=np.int64) if last is None else last
+        self.blocks.append((sentences, scores, np.full(rows.size, held), rows, extra))
+
+    def tokens(self, held: int, row: int, last: int) -> list[int]:
+        out = [] if last < 0 else [last]
+        for parents, tokens in reversed(self.history[:held]):
+            out.append(int(tokens[row]))
+            row = parents[row]
+        return out[::-1]
+
+    def ranked(self, sentences: int, nbest: int) -> list[list[Hypothesis]]:
+        """Per sentence its hypotheses by score, best first, equal scores in finishing
+        order (a stable sort, as the reference's sorted()); the first nbest of each."""
+        results: list[list[Hypothesis]] = [[] for _ in range(sentences)]
+        if not self.blocks:
+            return results
+        owner, scores, held, rows, extra = (np.concatenate(column) for column in zip(*self.blocks))
+        order = np.lexsort((-scores, owner))  # stable: equal scores keep finishing order
+        bounds = np.searchsorted(owner[order], np.arange(sentences + 1))
+        for s in range(sentences):
+            for j in order[bounds[s]:bounds[s + 1]][:nbest]:
+                results[s].append(Hypothesis(self.tokens(int(held[j]), int(rows[j]), int(extra[j])),
+                                             float(scores[j]), finished=bool(extra[j] < 0)))
+        return results
+
+
+def _one_sentence(total: np.ndarray, ids: np.ndarray, hyps: _Hypotheses, act: np.ndarray,
+                  act_limit: np.ndarray, act_norm: np.ndarray, act_best: np.ndarray, act_done: np.ndarray,
+                  beam: int, eos: int, alpha: float, length: int, any_done: bool
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """One step of beam_search's scan for a single active sentence (its rows total/ids
+    [rows, k]), on Python scalars: at batch 1 the masks' dozen numpy calls per step cost
+    more than the scan itself. Exactly the same decisions, in the same order, with the
+    same float64 arithmetic; updates act_best/act_done in place and records in hyps.
+    Returns the kept (parent rows, tokens, summed log-probs), None when the sentence ends."""
+    flat = total.reshape(-1)
+    width = total.shape[1]
+    order = np.argsort(-flat, kind="stable")[:2 * beam]
+    cands, tokens, parents = flat.take(order).tolist(), ids.reshape(-1).take(order).tolist(), (order // width).tolist()
+    rows: list[int] = []
+    kept_tokens: list[int] = []
+    sums: list[float] = []
+    ended: list[float] = []
+    ended_rows: list[int] = []
+    for rank, cand in enumerate(cands):
+        if cand == -np.inf or len(rows) == beam:
+            break
+        if tokens[rank] == eos:
+            if rank < beam:
+                ended.append(cand / (length + 1) ** alpha)
+                ended_rows.append(parents[rank])
+            continue
+        rows.append(parents[rank])
+        kept_tokens.append(tokens[rank])
+        sums.append(cand)
+    sentence = act[0]
+    if ended:
+        hyps.finish(np.full(len(ended), sentence), np.array(ended), length, np.array(ended_rows, dtype=np.int64), None)
+        act_best[0] = max(act_best[0], max(ended))
+        act_done[0] += len(ended)
+        any_done = True
+    if not rows:
+        return None
+    length += 1
+    if length >= act_limit[0]:  # out of length: the live ones count as finished, unfinished
+        hyps.finish(np.full(len(rows), sentence), np.array(sums) / (length + 1) ** alpha, length - 1,
+                    np.array(rows, dtype=np.int64), np.array(kept_tokens, dtype=np.int64))
+        return None
+    if any_done:  # the early stop (sums[0] is the best live: scanned best first)
+        reach = sums[0] / act_norm[0] if sums[0] < 0 else sums[0]
+        if act_done[0] >= beam or act_best[0] >= reach:
+            return None
+    rows_at = np.array(rows, dtype=np.int64)
+    kept = np.array(kept_tokens, dtype=np.int64)
+    hyps.keep(rows_at, kept)
+    return rows_at, kept, np.array(sums)
 
 
 def beam_search(backend: Backend, src_ids: list[list[int]], beam_size: int = 5,
@@ -94,42 +149,125 @@ def beam_search(backend: Backend, src_ids: list[list[int]], beam_size: int = 5,
     stats = DecodeStats(sentences=len(src_ids))
     if not src_ids:
         return [], stats
+    n = len(src_ids)
+    hyps = _Hypotheses()
     with stats.total():
-        sentences = [_Sentence(limit) for limit in row_limits(src_ids, max_len)]
+        # Per active sentence (ascending; their rows contiguous in this order): its input
+        # index, output limit, (limit + 1)^alpha (Python's pow, as the reference: same
+        # bits), best finished score and how many finished.
+        act = np.arange(n)
+        act_limit = np.asarray(row_limits(src_ids, max_len), dtype=np.int64)
+        act_norm = np.array([(int(limit) + 1) ** alpha for limit in act_limit], dtype=np.float64)
+        act_best = np.full(n, -np.inf)
+        act_done = np.zeros(n, dtype=np.int64)
+        # Live rows: summed log-probs; `per` rows for every sentence (slot order = rank
+        # order), or per = 0 and `cell` = each row's place in a [sentences * beam] grid.
+        summed = np.zeros(n, dtype=np.float64)
+        per, cell = 1, None
         bos, eos = backend.tokens["bos"], backend.tokens["eos"]
         k = min(2 * beam, backend.vocab_size)
         with stats.timing("encoder"):
             memory = backend.encode(src_ids)
         with stats.timing("verifier"):
             state = backend.start(memory)
-        owner = np.arange(len(src_ids))  # input index of each state row (contiguous per input)
-        tokens = np.full((len(src_ids), 1), bos, dtype=np.int64)
-        while owner.size:
+        tokens = np.full((n, 1), bos, dtype=np.int64)
+        length = 0  # tokens every live row holds
+        first_limit = int(act_limit.min())
+        any_done = False
+        offsets_for = None  # (count, row width): each sentence's first index in the flat grid
+        while act.size:
             with stats.timing("verifier"):
                 out = backend.step(state, tokens, Want(argmax=False, topk=k))
             stats.iterations += 1
-            stats.row_steps += owner.size
+            stats.row_steps += summed.size
             ids, logp = out.topk_ids[:, 0], out.topk_logprobs[:, 0]
-            rows, next_tokens, next_owner = [], [], []
-            first = 0
-            while first < owner.size:
-                s = int(owner[first])
-                count = len(sentences[s].live)
-                for parent, token in sentences[s].advance(ids[first:first + count], logp[first:first + count],
-                                                          beam, eos, alpha):
-                    rows.append(first + parent)
-                    next_tokens.append(token)
-                    next_owner.append(s)
-                first += count
-            owner = np.asarray(next_owner, dtype=np.int64)
-            if rows:
+            count, width = act.size, ids.shape[1]
+            total = summed[:, None] + logp  # float64, as the reference's sums
+            if count == 1:  # batch 1, or the last sentence left: the scan in plain Python
+                kept = _one_sentence(total, ids, hyps, act, act_limit, act_norm, act_best, act_done,
+                                     beam, eos, alpha, length, any_done)
+                if kept is None:
+                    break
+                length += 1
+                any_done = any_done or act_done[0] > 0
+                rows, tokens, summed = kept
+                per = summed.size
                 with stats.timing("verifier"):
-                    state = backend.select(state, np.asarray(rows, dtype=np.int64))
-                tokens = np.asarray(next_tokens, dtype=np.int64).reshape(-1, 1)
-    results = []
-    for i, sentence in enumerate(sentences):
-        ranked = sorted(sentence.finished, key=lambda h: -h.score)[:nbest]
-        results.append(ranked)
+                    state = backend.select(state, rows)
+                tokens = tokens.reshape(-1, 1)
+                continue
+            if per:
+                slots = per
+            else:  # pad every sentence to `beam` rows of -inf: they rank last and stop the scan
+                slots = beam
+                padded = np.full((count * beam, width), -np.inf)
+                padded[cell] = total
+                total = padded
+                padded = np.zeros((count * beam, width), dtype=np.int64)
+                padded[cell] = ids
+                ids = padded
+                row_of = np.zeros(count * beam, dtype=np.int64)
+                row_of[cell] = np.arange(summed.size)
+            # Best first; equal sums by position in the grid: parent slot, then top-k rank.
+            order = np.argsort(-total.reshape(count, slots * width), axis=1, kind="stable")[:, :2 * beam]
+            if offsets_for != (count, slots * width):
+                offsets_for = (count, slots * width)
+                offsets = np.arange(count)[:, None] * (slots * width)
+            at = order + offsets  # flat index into total / ids: (sentence * slots + slot) * width + rank
+            cand, token = total.take(at), ids.take(at)
+            parent = at // width if per else row_of.take(at // width)
+            # The reference's scan as masks: it stops at the first -inf and once `beam`
+            # children are taken; EOS finishes a hypothesis within the first `beam` ranks.
+            is_eos = token == eos
+            not_eos = ~is_eos
+            before = not_eos.cumsum(axis=1) - not_eos
+            scanned = np.logical_and.accumulate(cand != -np.inf, axis=1) & (before < beam)
+            child = scanned & not_eos
+            ended = (scanned & is_eos)[:, :beam]
+            if np.count_nonzero(ended):  # (count_nonzero: the cheapest test on small arrays)
+                ended_scores = np.where(ended, cand[:, :beam] / (length + 1) ** alpha, -np.inf)
+                g, r = np.nonzero(ended)  # sentence-major, rank order: the reference's order
+                hyps.finish(act[g], ended_scores[g, r], length, parent[g, r], None)
+                act_best = np.maximum(act_best, ended_scores.max(axis=1))
+                act_done = act_done + ended.sum(axis=1)
+                any_done = True
+            length += 1
+            children = child.sum(axis=1)
+            go = children > 0
+            if length >= first_limit:  # out of length: the live ones count as finished, unfinished
+                at_limit = go & (length >= act_limit)
+                if np.count_nonzero(at_limit):
+                    g, r = np.nonzero(child & at_limit[:, None])
+                    hyps.finish(act[g], cand[g, r] / (length + 1) ** alpha, length - 1, parent[g, r], token[g, r])
+                    go &= ~at_limit
+            if any_done:  # the early stop: `beam` finished, or the best finished out of reach
+                best_live = np.where(child, cand, -np.inf).max(axis=1)
+                reach = best_live / np.where(best_live < 0, act_norm, 1.0)
+                go &= (act_done < beam) & ~(act_best >= reach)
+
+            stopped = np.count_nonzero(go) < count
+            keep = child & go[:, None] if stopped else child
+            kept = np.flatnonzero(keep)
+            rows, tokens, summed = parent.take(kept), token.take(kept), cand.take(kept)
+            hyps.keep(rows, tokens)
+            if not kept.size:
+                break
+            if stopped:
+                act, act_limit, act_norm, act_best, act_done, children, keep = (
+                    a[go] for a in (act, act_limit, act_norm, act_best, act_done, children, keep))
+                first_limit = int(act_limit.min())
+            if kept.size == act.size * beam:
+                per, cell = beam, None
+            elif (children == children[0]).all():
+                per, cell = int(children[0]), None
+            else:
+                per = 0
+                cell = (np.arange(act.size)[:, None] * beam + keep.cumsum(axis=1) - 1)[keep]
+            with stats.timing("verifier"):
+                state = backend.select(state, rows)
+            tokens = tokens.reshape(-1, 1)
+    results = hyps.ranked(n, nbest)
+    for i, ranked in enumerate(results):
         if ranked:
             stats.generated += len(ranked[0].tokens) + int(ranked[0].finished)
             if not ranked[0].finished:
