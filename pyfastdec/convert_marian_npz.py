@@ -47,7 +47,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +54,7 @@ import numpy as np
 from pyfastdec.convert import float_weights
 from pyfastdec.model_dir import ModelConfig, ModelDir
 from pyfastdec.shortlist import Shortlist
+from pyfastdec.staging import staged_dir
 
 MODEL_FILE = "model.npz"
 SRC_VOCAB, TRG_VOCAB = "vocab.src.spm", "vocab.trg.spm"
@@ -277,10 +277,7 @@ def to_marian_npz(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, f
     tensors = marian_tensors(model)
     options = marian_options(cfg, tensors["Wemb"].shape[0])
     allow_unk = cfg.tokens["unk"] not in cfg.suppress
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    tmp.chmod(0o755)
-    try:
+    with staged_dir(out) as tmp:
         np.savez(tmp / MODEL_FILE, **tensors, **{"special:model.yml": meta_item(yaml_lines(options))})
         shutil.copyfile(spm_path, tmp / SRC_VOCAB)
         shutil.copyfile(spm_path, tmp / TRG_VOCAB)
@@ -297,12 +294,6 @@ def to_marian_npz(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, f
             text += f"# add for the shortlist: --shortlist {SHORTLIST_FILE} 0 {shortlist_best(sl, eos)}\n"
             (tmp / "shortlist.args").write_text(f"{SHORTLIST_FILE} 0 {shortlist_best(sl, eos)}\n")
         (tmp / DECODER_YML).write_text(text, encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

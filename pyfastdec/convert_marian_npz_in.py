@@ -46,7 +46,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -54,9 +53,10 @@ from typing import Any
 import numpy as np
 
 from pyfastdec import safetensors_io
-from pyfastdec.model_dir import (CONFIG_FILE, SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE, WEIGHTS_FILE,
-                                 ModelDir, config_digest, file_digest)
+from pyfastdec.model_dir import (CONFIG_FILE, SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE, WEIGHTS_FILE, ModelDir,
+                                 config_digest, file_digest)
 from pyfastdec.shortlist import Shortlist
+from pyfastdec.staging import staged_dir
 
 META = "special:model.yml"
 MARIAN_EPS = 1e-6
@@ -403,10 +403,7 @@ def from_marian_npz(npz: str | os.PathLike, vocab: str | os.PathLike, out_dir: s
     if shortlist is not None:
         lex, first, best = shortlist
         sl = read_lexical_shortlist(Path(lex), pieces, int(first), int(best), tokens, len(pieces))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    tmp.chmod(0o755)
-    try:
+    with staged_dir(out) as tmp:
         safetensors_io.save_file(tmp / WEIGHTS_FILE, tensors, metadata={"format": "fastdec", "version": "1"})
         shutil.copyfile(vocab, tmp / SOURCE_SPM_FILE)
         shutil.copyfile(vocab, tmp / TARGET_SPM_FILE)
@@ -420,10 +417,4 @@ def from_marian_npz(npz: str | os.PathLike, vocab: str | os.PathLike, out_dir: s
         if sl is not None:
             sl.save(tmp / "shortlist.bin")
         ModelDir.load(tmp)  # what is renamed into place loads
-        if out.exists():
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out

@@ -5,15 +5,17 @@ Batched: every live row advances by one token per `step`; a row leaves the batch
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
 
-from pyfastdec.backends.base import Backend, Want
+from pyfastdec.backends.base import Backend, StepOut, Want
 
 from .limits import row_limits
 from .result import DecodeStats
 
 
-def greedy(backend: Backend, src_ids: list[list[int]], max_len: int | None = None
+def greedy(backend: Backend, src_ids: list[list[int]], max_len: int | Sequence[int] | None = None
            ) -> tuple[list[list[int]], DecodeStats]:
     """Greedy outputs (ids without BOS/EOS), in input order, and statistics.
 
@@ -21,6 +23,14 @@ def greedy(backend: Backend, src_ids: list[list[int]], max_len: int | None = Non
     row (limits.default_max_len). Iterations = the longest row's number of steps, where a
     row that ends at EOS after L tokens takes L + 1 steps and one cut at max_len takes L.
     """
+    return token_by_token(backend, src_ids, max_len, Want(argmax=True), lambda out, live: out.argmax[:, 0])
+
+
+def token_by_token(backend: Backend, src_ids: list[list[int]], max_len: int | Sequence[int] | None, want: Want,
+                   pick: Callable[[StepOut, np.ndarray], np.ndarray]) -> tuple[list[list[int]], DecodeStats]:
+    """The one-token-per-step loop of greedy (and of sampling, which picks otherwise):
+    `pick(step_out, live)` gives the next token of every live row (`live`: their input
+    indices) from what `want` asked the step for."""
     stats = DecodeStats(sentences=len(src_ids))
     outs: list[list[int]] = [[] for _ in src_ids]
     if not src_ids:
@@ -36,18 +46,18 @@ def greedy(backend: Backend, src_ids: list[list[int]], max_len: int | None = Non
         tokens = np.full((len(live), 1), bos, dtype=np.int64)
         while live.size:
             with stats.timing("verifier"):
-                nxt = backend.step(state, tokens, Want(argmax=True)).argmax[:, 0]
+                out = backend.step(state, tokens, want)
+            nxt = np.asarray(pick(out, live), dtype=np.int64)
             stats.iterations += 1
             stats.row_steps += live.size
             stats.generated += live.size
             keep = []
-            for r, i in enumerate(live):
-                token = int(nxt[r])
+            for r, (i, token) in enumerate(zip(live.tolist(), nxt.tolist())):
                 if token == eos:
                     continue
                 outs[i].append(token)
                 if len(outs[i]) >= limits[i]:
-                    stats.hit_max_len.append(int(i))
+                    stats.hit_max_len.append(i)
                 else:
                     keep.append(r)
             if len(keep) < live.size:
@@ -55,6 +65,6 @@ def greedy(backend: Backend, src_ids: list[list[int]], max_len: int | None = Non
                 if live.size:
                     with stats.timing("verifier"):
                         state = backend.select(state, np.asarray(keep, dtype=np.int64))
-            tokens = nxt[keep].reshape(-1, 1).astype(np.int64)
+            tokens = nxt[keep].reshape(-1, 1)
     stats.hit_max_len.sort()
     return outs, stats

@@ -15,7 +15,7 @@ import numpy as np
 
 from pyfastdec.backends.base import Backend, Want
 
-from .limits import row_limits
+from .greedy import token_by_token
 from .result import DecodeStats
 
 
@@ -47,50 +47,12 @@ def sample(backend: Backend, src_ids: list[list[int]], seeds: Sequence, topk: in
     check_sampling(topk, temperature, backend.vocab_size)
     if len(seeds) != len(src_ids):
         raise ValueError(f"sample: {len(seeds)} seeds for {len(src_ids)} rows")
-    stats = DecodeStats(sentences=len(src_ids))
-    outs: list[list[int]] = [[] for _ in src_ids]
-    if not src_ids:
-        return outs, stats
     rngs = [np.random.default_rng(s) for s in seeds]
-    want = Want(argmax=True) if topk == 1 else Want(argmax=False, logprobs=True) if topk == 0 \
-        else Want(argmax=False, topk=int(topk))
-    with stats.total():
-        limits = row_limits(src_ids, max_len)
-        bos, eos = backend.tokens["bos"], backend.tokens["eos"]
-        with stats.timing("encoder"):
-            memory = backend.encode(src_ids)
-        with stats.timing("verifier"):
-            state = backend.start(memory)
-        live = np.arange(len(src_ids))
-        tokens = np.full((len(live), 1), bos, dtype=np.int64)
+    if topk == 1:
+        return token_by_token(backend, src_ids, max_len, Want(argmax=True), lambda out, live: out.argmax[:, 0])
+    if topk == 0:
         vocab = np.arange(backend.vocab_size)
-        while live.size:
-            with stats.timing("verifier"):
-                out = backend.step(state, tokens, want)
-            if topk == 1:
-                nxt = out.argmax[:, 0].tolist()
-            elif topk == 0:
-                nxt = [_draw(rngs[i], vocab, out.logprobs[r, 0], temperature) for r, i in enumerate(live)]
-            else:
-                nxt = [_draw(rngs[i], out.topk_ids[r, 0], out.topk_logprobs[r, 0], temperature)
-                       for r, i in enumerate(live)]
-            stats.iterations += 1
-            stats.row_steps += live.size
-            stats.generated += live.size
-            keep = []
-            for r, (i, token) in enumerate(zip(live.tolist(), nxt)):
-                if token == eos:
-                    continue
-                outs[i].append(token)
-                if len(outs[i]) >= limits[i]:
-                    stats.hit_max_len.append(i)
-                else:
-                    keep.append(r)
-            if len(keep) < live.size:
-                live = live[keep]
-                if live.size:
-                    with stats.timing("verifier"):
-                        state = backend.select(state, np.asarray(keep, dtype=np.int64))
-            tokens = np.asarray(nxt, dtype=np.int64)[keep].reshape(-1, 1)
-    stats.hit_max_len.sort()
-    return outs, stats
+        return token_by_token(backend, src_ids, max_len, Want(argmax=False, logprobs=True), lambda out, live: [
+            _draw(rngs[i], vocab, out.logprobs[r, 0], temperature) for r, i in enumerate(live.tolist())])
+    return token_by_token(backend, src_ids, max_len, Want(argmax=False, topk=int(topk)), lambda out, live: [
+        _draw(rngs[i], out.topk_ids[r, 0], out.topk_logprobs[r, 0], temperature) for r, i in enumerate(live.tolist())])
