@@ -38,7 +38,7 @@ from pyfastdec.default_strategy import StrategyChoice, default_strategy
 from pyfastdec.model_dir import ModelDir, ModelDirError
 from pyfastdec.runtime import check_threads, default_threads
 from pyfastdec.size_limits import MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK, MAX_N_BEST, check_size
-from pyfastdec.text import Tokenizer, clean_text, cut_ids, load_tokenizer, sentence_units
+from pyfastdec.text import Tokenizer, clean_text, cut_ids, load_tokenizer, sentences_with_ids
 from pyfastdec.token_input import TEXT, as_kind, input_kind, token_ids
 
 ALGOS = ("greedy", "beam", "iad", "gad", "gad++", "blockwise")
@@ -163,7 +163,7 @@ class _Hyp:
     of a cut sentence), summed log-prob (EOS included) and the number of scored
     positions, so the scores of units add up to a per-token average."""
 
-    chunks: list[list[int]]
+    chunks: list[list[int] | str]  # a str: a unit returned as it is (_Unit.keep)
     logprob: float = 0.0
     positions: int = 0
 
@@ -218,6 +218,7 @@ class _Unit:
     src: list[int]
     prefix: list[int]
     seed: tuple[int, int]
+    keep: str | None = None  # returned as it is instead of decoded (Corrector: text it cannot read)
 
 
 @dataclass(frozen=True)
@@ -502,13 +503,17 @@ class Translator:
         for i, item in enumerate(items):
             kind = input_kind(i + offset, item)
             kinds.append(kind)
+            keeps: list[str | None] = []
             if kind == TEXT:
                 _check_text(i + offset, item)
-                sentences = sentence_units(clean_text(item), self.tokenizer, self.max_source_len - 1)
+                found = sentences_with_ids(clean_text(item), self.tokenizer, self.max_source_len - 1)
+                sentences = [chunks for _, chunks in found]
+                keeps = [self._kept_as_is(sentence, chunks) for sentence, chunks in found]
             else:
                 ids = token_ids(i + offset, item, kind, self.tokenizer, self.verifier.vocab_size)
                 sentences = [cut_ids(ids, self.max_source_len - 1, self.tokenizer.starts_word)] if ids else []
-            cut = [chunks for chunks in sentences if len(chunks) > 1]
+            keeps = keeps or [None] * len(sentences)
+            cut = [chunks for chunks, keep in zip(sentences, keeps) if len(chunks) > 1 and keep is None]
             if cut:
                 n_ids = max(sum(len(c) for c in chunks) for chunks in cut) + 1
                 parts = sum(len(chunks) for chunks in cut)
@@ -517,10 +522,18 @@ class Translator:
                     f"{self.max_source_len}; cut between words into {parts} parts, translated separately "
                     f"and joined with a space", index=i + offset, n_ids=n_ids, chunks=parts,
                     limit=self.max_source_len))
-            chunks = [c for s in sentences for c in s] or ([[]] if prefixes[i] else [])
-            units += [_Unit(i, c + [self.eos], prefixes[i] if k == 0 else [], (i + offset, k))
-                      for k, c in enumerate(chunks)]
+            chunks = [c for s in sentences for c in s]
+            # a kept sentence cut into chunks comes back once, with its first chunk
+            kept = [keep if j == 0 or keep is None else "" for s, keep in zip(sentences, keeps) for j in range(len(s))]
+            if not chunks and prefixes[i]:
+                chunks, kept = [[]], [None]
+            units += [_Unit(i, c + [self.eos], prefixes[i] if k == 0 else [], (i + offset, k), keep)
+                      for k, (c, keep) in enumerate(zip(chunks, kept))]
         return units, kinds, cuts
+
+    def _kept_as_is(self, sentence: str, chunks: list[list[int]]) -> str | None:
+        """The text to return for a sentence instead of decoding it (Corrector), or None."""
+        return None
 
     def _run(self, items: list, prefixes, opts: _Options, offset: int = 0):
         """(n-best _Hyp list per input, kinds, DecodeStats, warnings) of one call."""
@@ -529,6 +542,10 @@ class Translator:
         unit_hyps: list[list[_Hyp]] = [[] for _ in units]
         # Longest first: a batch holds similar lengths, and the biggest one comes first.
         order = sorted(range(len(units)), key=lambda u: -len(units[u].src))
+        for u, unit in enumerate(units):
+            if unit.keep is not None:
+                unit_hyps[u] = [_Hyp([unit.keep])]
+        order = [u for u in order if units[u].keep is None]
         for start in range(0, len(order), opts.batch_size):
             batch = [units[u] for u in order[start:start + opts.batch_size]]
             hyps, part = self._decode_batch(batch, opts)
@@ -641,7 +658,8 @@ class Translator:
     def _output(self, hyp: _Hyp, kind: str):
         if kind != TEXT:
             return as_kind([t for c in hyp.chunks for t in c], kind, self._target_tokenizer())
-        return " ".join(t for t in (self._target_tokenizer().decode(c) for c in hyp.chunks) if t)
+        return " ".join(t for t in (c if isinstance(c, str) else self._target_tokenizer().decode(c)
+                                    for c in hyp.chunks) if t)
 
     @staticmethod
     def _score(hyp: _Hyp, opts: _Options) -> float:
@@ -655,9 +673,18 @@ class Translator:
 
 
 class Corrector(Translator):
-    """A correction model (default: the packaged one) decoding with IAD: correct(texts)."""
+    """A correction model (default: the packaged one) decoding with IAD: correct(texts).
+
+    A sentence with characters the model cannot read (ids that are unk: another script,
+    emoji the vocabulary lacks) comes back as it is: the model could only drop or replace
+    what it cannot read, and a correction tool must not lose text (the shipped uk-gec
+    turned Japanese into a Ukrainian word)."""
 
     _role = "correct"
+
+    def _kept_as_is(self, sentence: str, chunks: list[list[int]]) -> str | None:
+        unk = self.verifier.tokens["unk"]
+        return sentence if any(unk in c for c in chunks) else None
 
     def __init__(self, model: str | os.PathLike | None = None, threads: int | None = None,
                  compute_type: str = "int8", shortlist: bool = True):

@@ -202,9 +202,15 @@ def sentence_units(text: str, tokenizer: Tokenizer, max_ids: int) -> list[list[l
     """The source ids (without EOS) of every sentence of `text`, in order, each as a list
     of chunks of at most `max_ids` ids: one chunk for a sentence that fits, several cut
     between words (cut_ids) for one that alone is too long."""
+    return [chunks for _, chunks in sentences_with_ids(text, tokenizer, max_ids)]
+
+
+def sentences_with_ids(text: str, tokenizer: Tokenizer, max_ids: int) -> list[tuple[str, list[list[int]]]]:
+    """(sentence text, its chunks as in sentence_units) of every sentence of `text` that
+    has any ids."""
     units = []
     for sentence in split_sentences(text):
         ids = tokenizer.encode(sentence)
         if ids:
-            units.append(cut_ids(ids, max_ids, tokenizer.starts_word) if len(ids) > max_ids else [ids])
+            units.append((sentence, cut_ids(ids, max_ids, tokenizer.starts_word) if len(ids) > max_ids else [ids]))
     return units

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from pyfastdec import Corrector
+from pyfastdec import Corrector, Translator
 
 LONG = " ".join(["Я хочу пити каву з молоко, а він пішов до магазін і купив хліб."] * 40)  # ~40 sentences
 LINES = [
@@ -47,6 +47,25 @@ def test_every_line_comes_back_in_order_and_iad_equals_greedy(corrector):
     assert 0.5 * len(LONG) < len(corrected[LINES.index(LONG)]) < 1.5 * len(LONG)
     ordinary = corrected[LINES.index("Я хочу пити каву з молоко.")]
     assert "каву" in ordinary
+
+
+def test_text_the_model_cannot_read_comes_back_unchanged(corrector):
+    """Sentences with pieces the vocabulary lacks (unk) are returned as they are: the
+    model can only drop or replace them (it turned the Japanese line into a Ukrainian
+    word). The other sentences of the same line are still corrected."""
+    tok, unk = corrector.tokenizer, corrector.verifier.tokens["unk"]
+    unreadable = [line for line in LINES if unk in tok.encode(line)]
+    assert len(unreadable) >= 3  # Japanese, Arabic, the first emoji at least
+    assert corrector.correct(unreadable) == unreadable
+    mixed = "東京は日本の首都です。 Я хочу пити каву з молоко."
+    got = corrector.correct([mixed])[0]
+    assert got.startswith("東京は日本の首都です。 ")
+    assert got[len("東京は日本の首都です。 "):] == corrector.correct(["Я хочу пити каву з молоко."])[0]
+    # a long unreadable sentence cut into chunks comes back once, whole
+    long = " ".join(["東京は日本の首都です"] * 300) + "。"  # 5 chunks of at most max_source_len
+    assert corrector.correct([long]) == [long]
+    # only correction keeps text as it is: a Translator still decodes what it cannot read
+    assert Translator(threads=1).translate(["東京は日本の首都です。"])[0] != "東京は日本の首都です。"
 
 
 def test_cli_keeps_one_output_line_per_input_line(tmp_path):
