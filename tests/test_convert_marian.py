@@ -234,6 +234,42 @@ def test_beam4_nbest4_equals_hf_sequences_and_scores(tiny, length_penalty):
     assert (cut.any(axis=1) & ~cut.all(axis=1)).any()
 
 
+def test_translator_and_cli_beam_rule_hf(tiny, tmp_path, capsys):
+    """Translator(beam_rule="hf") and `fastdec translate --beam-rule hf`: HF's beam 4
+    n-best 4 ids and texts, and its (renormalised, see above) scores: the API gives the
+    sum back from the hf rule's normalisation, which counts no EOS after a hypothesis cut
+    at the limit."""
+    from pyfastdec.api import Translator
+    from pyfastdec.cli import main as cli_main
+
+    hf_dir, model, tokenizer, out = tiny
+    sentences = read_lines("test_2016_flickr.en.gz", SENTENCES)
+    ids, scores = hf_beam(model, tokenizer, sentences, 1.0, renormalize=True)
+    translator = Translator(out, compute_type="float32", threads=1)
+    sources = [tokenizer(s)["input_ids"][:-1] for s in sentences]  # id input: without EOS
+    got = translator.translate(sources, beam_size=4, n_best=4, return_scores=True, max_decoding_length=MAX_NEW,
+                               beam_rule="hf")
+    assert [o for nbest in got for o, _ in nbest] == ids
+    np.testing.assert_allclose([x for nbest in got for _, x in nbest], scores, rtol=0, atol=1e-4)
+    scored = translator.translate_scored(sources, beam_size=4, n_best=4, max_decoding_length=MAX_NEW,
+                                         beam_rule="hf")
+    tokens = [len(o) + (len(o) < MAX_NEW) for o in ids]  # EOS counted where there is one
+    assert [h.tokens for nbest in scored for h in nbest] == tokens
+    np.testing.assert_allclose([h.logprob for nbest in scored for h in nbest],
+                               [x * n for x, n in zip(scores, tokens)], rtol=0, atol=1e-3)
+    # The default rule stops earlier on some of these sentences: the option is what changes it.
+    default = translator.translate(sentences, beam_size=4, max_decoding_length=MAX_NEW)
+    texts = [tokenizer.decode(i, skip_special_tokens=True, use_source_tokenizer=False) for i in ids[::4]]
+    assert default != texts
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    assert cli_main(["translate", "-m", str(out), "--threads", "1", "--compute-type", "float32", "--beam-size", "4",
+                     "--max-decoding-length", str(MAX_NEW), "--beam-rule", "hf", "-i", str(src), "--no-progress"]) == 0
+    assert capsys.readouterr().out.splitlines() == texts
+    with pytest.raises(ValueError, match=r"beam_rule must be one of 'pyfastdec', 'hf', got 'HF'"):
+        translator.translate(sentences[:1], beam_size=4, beam_rule="HF")
+
+
 # ----------------------------------------------------------------------------- bad input
 def _copy(tiny, tmp_path) -> Path:
     new = tmp_path / "hf"
