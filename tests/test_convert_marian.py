@@ -198,7 +198,7 @@ def test_beam4_equals_hf_beam4(tiny):
     """rule="hf" stops as transformers' _beam_search (early_stopping=False) does: HF's
     best hypothesis on every sentence. (The default rule stops at `beam` finished
     hypotheses and agreed on 34 of these 60.)"""
-    hf_dir, model, tokenizer, out = tiny
+    _, model, tokenizer, out = tiny
     sentences = read_lines("test_2016_flickr.en.gz", SENTENCES)
     expected = hf_generate(model, tokenizer, sentences, num_beams=4, length_penalty=1.0, early_stopping=False)
     md, sources = our_sources(out, sentences)
@@ -219,7 +219,7 @@ def test_beam4_nbest4_equals_hf_sequences_and_scores(tiny, length_penalty):
     -inf, so its log-probs are normalised without it: HF with renormalize_logits=True.
     Both ways HF picks these same sequences here; the scores are compared with the
     renormalised ones (the default ones differ by up to 3e-3 on this random model)."""
-    hf_dir, model, tokenizer, out = tiny
+    _, model, tokenizer, out = tiny
     sentences = read_lines("test_2016_flickr.en.gz", SENTENCES)
     expected, _ = hf_beam(model, tokenizer, sentences, length_penalty)
     renormalised, scores = hf_beam(model, tokenizer, sentences, length_penalty, renormalize=True)
@@ -242,7 +242,7 @@ def test_translator_and_cli_beam_rule_hf(tiny, tmp_path, capsys):
     from pyfastdec.api import Translator
     from pyfastdec.cli import main as cli_main
 
-    hf_dir, model, tokenizer, out = tiny
+    _, model, tokenizer, out = tiny
     sentences = read_lines("test_2016_flickr.en.gz", SENTENCES)
     ids, scores = hf_beam(model, tokenizer, sentences, 1.0, renormalize=True)
     translator = Translator(out, compute_type="float32", threads=1)
