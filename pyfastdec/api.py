@@ -30,6 +30,7 @@ import numpy as np
 from pyfastdec.backends.base import Backend, Want
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import DecodeStats, beam_search, blockwise, default_max_len, gad, gad_plus, greedy, iad
+from pyfastdec.decoding.beam import RULES as BEAM_RULES
 from pyfastdec.decoding.draft_length import AdaptiveDraftLength, DraftLengthPolicy
 from pyfastdec.decoding.prefix import PrefixedBackend, PrefixSource
 from pyfastdec.decoding.sampling import check_sampling, sample
@@ -238,6 +239,7 @@ class _Options:
     topk: int
     temperature: float
     seed: int
+    beam_rule: str = "pyfastdec"  # decoding/beam.py RULES
 
 
 class ScoredOutput(NamedTuple):
@@ -303,7 +305,7 @@ class Translator:
                   block: int | None = None, beta: int = 1, tau: float = 0.0, *,
                   target_prefix: Sequence | None = None, max_decoding_length: int | None = None,
                   length_penalty: float = 1.0, num_hypotheses: int | None = None, sampling_topk: int = 1,
-                  sampling_temperature: float = 1.0, sampling_seed: int | None = None):
+                  sampling_temperature: float = 1.0, sampling_seed: int | None = None, beam_rule: str = "pyfastdec"):
         """Translate `texts` (a list of inputs, or one string) in input order.
 
         An input is raw text (str), or a list of sentencepiece pieces, or a list of token
@@ -325,6 +327,11 @@ class Translator:
             every algorithm (1.0: the average log-prob per token).
         n_best (or num_hypotheses, CTranslate2's name): with algo "beam", up to n_best
             outputs per input, best first.
+        beam_rule: when beam search stops (decoding/beam.py): "pyfastdec" (default: at
+            beam_size finished hypotheses, or when none still live can win) or "hf":
+            as transformers' generate(num_beams=..., length_penalty=...), so a converted
+            Hugging Face Marian model gives HF's beam outputs; a hypothesis cut at
+            max_decoding_length then counts its tokens without an EOS.
         sampling_topk, sampling_temperature, sampling_seed: random sampling, one token per
             step from the temperature-scaled distribution over the topk best tokens (0:
             all); 1 (default) is greedy. A seed makes a call reproducible (each sentence
@@ -348,7 +355,7 @@ class Translator:
         prefixes = None if target_prefix is None else [target_prefix] if single else target_prefix
         opts = self._options(algo, beam_size, batch_size, n_best, return_scores, block, beta, tau,
                              max_decoding_length, length_penalty, num_hypotheses, sampling_topk,
-                             sampling_temperature, sampling_seed)
+                             sampling_temperature, sampling_seed, beam_rule)
         hyps, kinds, stats, splits = self._run(items, prefixes, opts)
         for warning in splits:
             warnings.warn(warning, stacklevel=2)
@@ -402,7 +409,7 @@ class Translator:
     # ---- internals
     def _options(self, algo=None, beam_size=1, batch_size=32, n_best=1, return_scores=False, block=None,
                  beta=1, tau=0.0, max_decoding_length=None, length_penalty=1.0, num_hypotheses=None,
-                 sampling_topk=1, sampling_temperature=1.0, sampling_seed=None) -> _Options:
+                 sampling_topk=1, sampling_temperature=1.0, sampling_seed=None, beam_rule="pyfastdec") -> _Options:
         """The checked options of one call; ValueError/TypeError naming the bad one."""
         if num_hypotheses is not None:
             if n_best != 1 and n_best != num_hypotheses:
@@ -430,6 +437,8 @@ class Translator:
         if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) \
                 or not math.isfinite(length_penalty):
             raise ValueError(f"length_penalty must be a finite number, got {length_penalty!r}")
+        if beam_rule not in BEAM_RULES:
+            raise ValueError(f"beam_rule must be one of {', '.join(map(repr, BEAM_RULES))}, got {beam_rule!r}")
         if sampling_seed is not None and (isinstance(sampling_seed, bool)
                                           or not isinstance(sampling_seed, (int, np.integer)) or sampling_seed < 0):
             raise ValueError(f"sampling_seed must be an int >= 0 or None, got {sampling_seed!r}")
@@ -438,7 +447,7 @@ class Translator:
             int(np.random.SeedSequence().entropy) if algo == "sample" else 0
         return _Options(algo, beam_size, batch_size, n_best, return_scores, block, beta, tau,
                         None if max_decoding_length is None else int(max_decoding_length), float(length_penalty),
-                        int(sampling_topk), float(sampling_temperature), seed)
+                        int(sampling_topk), float(sampling_temperature), seed, beam_rule)
 
     def _check_options(self, algo, beam_size, batch_size, n_best, block, beta, tau) -> None:
         if algo not in ALGOS:
@@ -608,10 +617,15 @@ class Translator:
         algo = opts.algo
         if algo == "beam":
             results, stats = beam_search(verifier, src, beam_size=opts.beam_size, nbest=opts.n_best,
-                                         alpha=opts.length_penalty, max_len=max_len)
-            # score = logprob / (len + 1)^alpha: the sum comes back exactly.
-            hyps = [[_Hyp([p + h.tokens], h.score * (len(h.tokens) + 1) ** opts.length_penalty
-                          + getattr(s, "prefix_logprob", 0.0), len(p) + len(h.tokens) + 1) for h in r]
+                                         alpha=opts.length_penalty, max_len=max_len, rule=opts.beam_rule)
+            # score = logprob / positions^alpha: the sum comes back exactly. Positions count
+            # EOS, or (default rule) the EOS a hypothesis cut at max_len is scored as if it had.
+            cut_extra = 0 if opts.beam_rule == "hf" else 1
+
+            def positions(h):
+                return len(h.tokens) + (1 if h.finished else cut_extra)
+            hyps = [[_Hyp([p + h.tokens], h.score * positions(h) ** opts.length_penalty
+                          + getattr(s, "prefix_logprob", 0.0), len(p) + positions(h)) for h in r]
                     or [_Hyp([list(p)])] for r, p, s in zip(results, prefixes, src)]
             if prefixed:  # the search normalised by the length after the prefix; rank by the whole output's
                 hyps = [sorted(h, key=lambda x: -self._score(x, opts)) for h in hyps]

@@ -42,6 +42,7 @@ try:
         from pyfastdec.api import (ALGOS, DEFAULT_MODELS, Corrector, LongInputWarning, Translator, load_checked,
                                    merge_stats, packaged_model_path)
         from pyfastdec.decoding import DecodeStats
+        from pyfastdec.decoding.beam import RULES as BEAM_RULES
         from pyfastdec.nbest import nbest_line
         from pyfastdec.default_strategy import StrategyChoice, default_strategy
         from pyfastdec.model_dir import CONFIG_FILE, ModelDir, ModelDirError, read_config
@@ -103,13 +104,14 @@ class DecodeOptions:
     sampling_topk: int = 1
     sampling_temperature: float = 1.0
     sampling_seed: Optional[int] = None
+    beam_rule: str = "pyfastdec"
 
     def kwargs(self) -> dict:
         kw = dict(algo=self.algo, beam_size=self.beam_size, batch_size=self.batch_size, n_best=self.n_best,
                   return_scores=self.n_best > 1, return_stats=True, block=self.block,
                   max_decoding_length=self.max_decoding_length, length_penalty=self.length_penalty,
                   sampling_topk=self.sampling_topk, sampling_temperature=self.sampling_temperature,
-                  sampling_seed=self.sampling_seed)
+                  sampling_seed=self.sampling_seed, beam_rule=self.beam_rule)
         if self.beta is not None:
             kw["beta"] = self.beta
         if self.tau is not None:
@@ -132,6 +134,8 @@ class DecodeOptions:
             parts.append(f"max decoding length {self.max_decoding_length}")
         if self.length_penalty != 1.0:
             parts.append(f"length penalty {self.length_penalty}")
+        if self.algo == "beam" and self.beam_rule != "pyfastdec":
+            parts.append(f"beam rule {self.beam_rule}")
         return ", ".join(parts)
 
 
@@ -231,6 +235,10 @@ def _add_algo_args(p: argparse.ArgumentParser) -> None:
                    help="at most N output tokens per sentence, EOS not counted (default: 2 * source tokens + 10)")
     p.add_argument("--length-penalty", type=non_negative_float, default=1.0, metavar="A",
                    help="beam search ranks by log-probability / length^A (default 1: per-token average; 0: none)")
+    p.add_argument("--beam-rule", choices=BEAM_RULES, default="pyfastdec",
+                   help="when beam search stops: pyfastdec (default: at beam-size finished hypotheses, or when no "
+                        "live one can still win) or hf (as Hugging Face transformers' generate with num_beams: a "
+                        "converted HF Marian model gives HF's beam outputs)")
     p.add_argument("--sampling-topk", type=non_negative_int, default=1, metavar="K",
                    help="sample each token at random from the K most likely (0: all; default 1: greedy, no "
                         "sampling); greedy-style, one token per step")
@@ -369,7 +377,7 @@ def decode_options(args, default: StrategyChoice) -> DecodeOptions:
     beam_size = args.beam_size if args.beam_size is not None else (max(5, args.n_best) if algo == "beam" else 1)
     return DecodeOptions(algo, beam_size, args.batch_size, args.n_best, args.block, args.beta, args.tau,
                          args.max_decoding_length, args.length_penalty, args.sampling_topk,
-                         args.sampling_temperature, args.sampling_seed)
+                         args.sampling_temperature, args.sampling_seed, args.beam_rule)
 
 
 # ----------------------------------------------------------------------------- input

@@ -3,7 +3,7 @@
 Every strategy takes a backend (plus a drafter for GAD) and a batch of source id lists
 (each ending in EOS) and returns (outputs in input order, DecodeStats).
 - greedy(backend, src, max_len)                        -> token lists   (the reference)
-- beam_search(backend, src, beam_size, nbest, alpha, max_len) -> n-best Hypothesis lists
+- beam_search(backend, src, beam_size, nbest, alpha, max_len, rule) -> n-best Hypothesis lists
 - iad(backend, src, max_len)                           -> token lists   (= greedy)
 - gad(verifier, drafter, src, k, max_len)              -> token lists   (= greedy)
 - gad_plus(verifier, drafter, src, beta, tau, k, max_len) -> token lists (lossy GAD++)
