@@ -25,21 +25,25 @@ def peer_strategy(strategy: str) -> str | None:
     return strategy if strategy.startswith("beam") else None
 
 
-def peer_rows(rows: list[dict], r: dict) -> list[dict]:
+def peer_rows(rows: list[dict], r: dict, same_weights: dict[str, str] | None = None) -> list[dict]:
+    """same_weights: model role -> the role the peers ran on the same weights (the heads
+    roles default to the shipped students, which carry the heads: models/en-de is both
+    "en-de" and "en-de-heads")."""
     want = peer_strategy(r["strategy"])
+    model = (same_weights or {}).get(r["model"], r["model"])
     return [p for p in rows if p["system"] in PEERS and p["strategy"] == want
-            and p["workload"] == r["workload"] and p["model"] == r["model"]
+            and p["workload"] == r["workload"] and p["model"] == model
             and p["precision"] == r["precision"] and p["shortlist"] == r["shortlist"]]
 
 
-def add_peer_ratios(rows: list[dict]) -> None:
+def add_peer_ratios(rows: list[dict], same_weights: dict[str, str] | None = None) -> None:
     """`vs_best_peer`: how many times faster than the fastest peer row of the same
     configuration (None without one); `best_peer`: that row's label."""
     for r in rows:
         r["vs_best_peer"] = r["best_peer"] = None
         if r["system"] != "pyfastdec":
             continue
-        peers = peer_rows(rows, r)
+        peers = peer_rows(rows, r, same_weights)
         if peers:
             best = max(peers, key=speed)
             r["vs_best_peer"] = speed(r) / speed(best)

@@ -352,7 +352,9 @@ def main(argv=None) -> dict:
     results.add_identical(rows)
     results.add_lossless_check(rows)
     results.add_ratios(rows)
-    behind.add_peer_ratios(rows)
+    paths = {role: str(p["path"]) for role, p in prepared.items()}
+    behind.add_peer_ratios(rows, {role: other for role, path in paths.items() for other in ("en-de", "en-de-attn")
+                                  if role != other and paths.get(other) == path})
     marian.add_marian_ratios(rows)
     results.add_decoder_loop(rows)
     env["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]

@@ -43,6 +43,10 @@ def test_each_row_is_compared_with_the_faster_peer_of_its_configuration():
                                                        "| en-de-attn float32 greedy, batch 1, 1t"]
     assert "1.12x" in table[0] and "marian beam5" in table[0]
     assert "en-de int8 greedy, batch 1, 1t" in text.split("No peer ran")[1]
+    # a model role with the peers' weights under another name (the heads roles) is compared with them
+    heads = row("pyfastdec", "blockwise", 1.0, 30, model="en-de-attn-heads")
+    behind.add_peer_ratios(rows + [heads], {"en-de-attn-heads": "en-de-attn"})
+    assert heads["vs_best_peer"] == pytest.approx(4.0)
 
 
 def test_pareto_front_is_the_set_no_point_dominates():
