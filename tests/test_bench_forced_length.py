@@ -39,6 +39,7 @@ def converted(tmp_path_factory):
     assert convert_main(["marian", str(hf_dir), str(root / "int8"), "--quantize", "int8",
                          "--calibrate", str(calib)]) == 0
     ctranslate2.converters.TransformersConverter(str(hf_dir)).convert(str(root / "ct2"), quantization="int8")
+    ctranslate2.converters.TransformersConverter(str(hf_dir)).convert(str(root / "ct2-fp32"))
     sentences = read_lines("test_2016_flickr.en.gz", 6)
     pieces = [tokenizer.convert_ids_to_tokens(tokenizer(s)["input_ids"])[:-1] for s in sentences]  # no </s>
     return model, tokenizer, root / "fp32", root / "int8", root / "ct2", sentences, pieces
@@ -67,12 +68,16 @@ def test_both_engines_emit_exactly_length(converted, length):
 
 
 def test_forced_float32_equals_transformers(converted):
-    """Not just the length: the tokens are greedy's with EOS masked, as HF computes them."""
-    model, tokenizer, fp32, _, _, sentences, pieces = converted
+    """Not just the length: the tokens are greedy's with EOS masked, as HF computes them,
+    on both engines (so each sees the source HF sees: CTranslate2 with its "</s>")."""
+    model, tokenizer, fp32, _, ct2_dir, sentences, pieces = converted
     length = 12
-    out, _ = ForcedLengthTranslator(fp32, threads=1, compute_type="float32").decode(pieces, length)
     batch = tokenizer(sentences, return_tensors="pt", padding=True)
     with torch.no_grad():
         ref = model.generate(**batch, do_sample=False, num_beams=1, min_new_tokens=length, max_new_tokens=length,
                              forced_eos_token_id=None)
-    assert out == [tokenizer.convert_ids_to_tokens(row[1:]) for row in ref.tolist()]
+    expected = [tokenizer.convert_ids_to_tokens(row[1:]) for row in ref.tolist()]
+    out, _ = ForcedLengthTranslator(fp32, threads=1, compute_type="float32").decode(pieces, length)
+    assert out == expected
+    ct2 = ctranslate2.Translator(str(ct2_dir.parent / "ct2-fp32"), device="cpu", intra_threads=1)
+    assert ct2_decode(ct2, pieces, length) == expected
