@@ -81,3 +81,22 @@ def test_forced_float32_equals_transformers(converted):
     assert out == expected
     ct2 = ctranslate2.Translator(str(ct2_dir.parent / "ct2-fp32"), device="cpu", intra_threads=1)
     assert ct2_decode(ct2, pieces, length) == expected
+
+
+def test_marian_base_measures_and_reports(converted):
+    """bench.marian_base's child and report on the tiny checkpoint: every pass times the
+    forced lengths, the 2-thread batch run adds CTranslate2's inter_threads setting."""
+    from bench import marian_base
+
+    _, _, _, int8, ct2_dir, _, pieces = converted
+    batches = [{"pieces": pieces[:4], "length": 5}, {"pieces": pieces[4:], "length": 3}]
+    spec = {"threads": 2, "batch_size": 4, "repeats": 2, "pyfastdec": str(int8), "ct2": str(ct2_dir),
+            "batches": batches}
+    raw = marian_base.measure(spec)
+    assert list(raw["passes"]) == ["pyfastdec", "ct2 intra=2 inter=1", "ct2 intra=1 inter=2"]
+    for passes in raw["passes"].values():
+        assert len(passes) == 2
+        assert all(abs(p["tokens_per_s"] * p["seconds"] - (4 * 5 + 2 * 3)) < 1e-6 for p in passes)
+    summary = marian_base.summarise(spec, raw)
+    assert len(summary["ratios"]) == 2 and summary["target"] == 1.5
+    assert "| 2 | 4 | pyfastdec |" in marian_base.markdown([summary], marian_base.environment(raw))
