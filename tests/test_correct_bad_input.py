@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from child_python import NEUTRAL_CWD, child_env
+
 from pyfastdec import Corrector, Translator
 
 LONG = " ".join(["Я хочу пити каву з молоко, а він пішов до магазін і купив хліб."] * 40)  # ~40 sentences
@@ -71,8 +73,10 @@ def test_text_the_model_cannot_read_comes_back_unchanged(corrector):
 def test_cli_keeps_one_output_line_per_input_line(tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    # the child imports this process's pyfastdec (installed, with its engine), not the bare checkout
     out = subprocess.run([sys.executable, "-m", "pyfastdec.cli", "correct", "-i", str(src), "--threads", "1"],
-                         capture_output=True, text=True, check=True, timeout=600)
+                         capture_output=True, text=True, check=True, timeout=600, env=child_env(),
+                         cwd=NEUTRAL_CWD)
     lines = out.stdout.split("\n")
     assert lines[-1] == "" and len(lines) - 1 == len(LINES)
     assert lines[:-1] == Corrector(threads=1).correct(LINES)
