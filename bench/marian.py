@@ -28,6 +28,7 @@ import math
 from pathlib import Path
 
 from bench.plan import LATENCY_BATCH, Job, Plan, _mt_workloads, wanted
+from bench.results import speed
 
 GEMM_TYPES_INT8 = ("packed8avx512", "packed8avx2")
 BEAM = 5
@@ -142,11 +143,7 @@ def add_marian_ratios(rows: list[dict]) -> None:
         same = [m for m in rows if m["system"] == "marian" and m["workload"] == r["workload"]
                 and m["model"] == r["model"] and m["precision"] == r["precision"]
                 and m["strategy"] == r["strategy"] and m["shortlist"] == r["shortlist"]]
-        r["vs_marian"] = _speed(r) / _speed(same[0]) if same and r["system"] in ("pyfastdec", "ct2") else None
-
-
-def _speed(r: dict) -> float:
-    return 1.0 / r["ms_p50"] if r["batch_size"] == LATENCY_BATCH else r["sentences_per_s"]
+        r["vs_marian"] = speed(r) / speed(same[0]) if same and r["system"] in ("pyfastdec", "ct2") else None
 
 
 def marian_section(rows: list[dict], settings: dict | None) -> list[str]:
