@@ -21,6 +21,10 @@ to --runs (outside the repository); only the final model directories go to --mod
                  (export/choose_block.py)
   uk-gec         the Ukrainian correction model (UA-GEC gec-only corpus, export.uagec); int8
 
+Every model except the teacher is then pruned (export.prune: group lasso over heads and
+FFN units, slicing, fine-tuning on the same data, int8 again) before its shortlist,
+block size or proposal heads are made, so those are made for the pruned model.
+
 A model is written from whichever of the run's final checkpoints (averaged or best)
 scores higher on the validation set (results.json of export.train).
 """
@@ -32,7 +36,7 @@ import shutil
 import time
 from pathlib import Path
 
-from . import choose_block, distill, shortlist, train, train_heads, uagec, write
+from . import choose_block, distill, prune, shortlist, train, train_heads, uagec, write
 from .data import corpus_path
 from .recipes import get_recipe
 
@@ -43,6 +47,10 @@ RECIPE_OF = {"teacher-en-de": "teacher-en-de", "en-de": "student-en-de-ssru", "e
 # Proposal heads trained into a model after it is written: K heads, training steps
 # (3,000 steps of 256 positions: about 20 CPU minutes after the greedy outputs and states).
 HEADS = {"en-de": (4, 3000)}
+# Structured pruning after training (export/prune.py, issue 14): the kept share of each
+# group kind, and the minutes of its group-lasso and fine-tuning stages (1 thread each).
+PRUNE_KEEP = "enc_heads=0.5,enc_ffn=0.3,dec_heads=0.75,dec_ffn=0.5"
+PRUNE = {name: (PRUNE_KEEP, 15, 12) for name in ("en-de", "en-de-attn", "en-de-drafter", "uk-gec")}
 # Training budgets in minutes per recipe (all runs of a stage together; 2 cores).
 MINUTES = {"teacher-en-de": 150, "student-en-de-ssru": 25, "student-en-de-attn": 25, "drafter-en-de": 25,
            "uk-gec": 90}
@@ -58,11 +66,13 @@ class Builder:
 
     def __init__(self, runs: Path, models: Path, threads: int, minutes: dict[str, float],
                  recipes: dict[str, str] | None = None, train_args: tuple[str, ...] = (),
-                 heads: dict[str, tuple[int, int]] | None = None):
+                 heads: dict[str, tuple[int, int]] | None = None,
+                 pruning: dict[str, tuple[str, float, float]] | None = None):
         self.runs, self.models, self.threads, self.minutes = runs, models, threads, minutes
         self.recipes = dict(recipes or RECIPE_OF)
         self.train_args = list(train_args)
         self.heads_of = dict(HEADS if heads is None else heads)
+        self.prune_of = dict(PRUNE if pruning is None else pruning)
 
     # ------------------------------------------------------------------ stages
     def train(self, name: str, *extra: str) -> Path:
@@ -124,7 +134,7 @@ class Builder:
         teacher_ckpt, _ = self.teacher()
         targets = self.distilled()
         ckpt = self.train(name, "--init", str(teacher_ckpt), "--train-tgt", str(targets))
-        out = self.write_int8(ckpt, name)
+        out = self.pruned(self.write_int8(ckpt, name), name, targets)
         if name == "en-de-drafter":
             verifier = self.models / "en-de"
             if not (verifier / "config.json").exists():
@@ -165,7 +175,26 @@ class Builder:
 
     def uk_gec(self) -> Path:
         log(f"UA-GEC corpus: {uagec.ensure_corpus()}")  # extracted from the ua-gec package if missing
-        return self.write_int8(self.train("uk-gec"), "uk-gec")
+        return self.pruned(self.write_int8(self.train("uk-gec"), "uk-gec"), "uk-gec")
+
+    def pruned(self, plain: Path, name: str, targets: Path | None = None) -> Path:
+        """`plain` pruned (PRUNE; export.prune, resumable in runs/prune-<name>): the trained
+        directory moves to runs/unpruned/<name>, the pruned one takes its place."""
+        if name not in self.prune_of:
+            return plain
+        keep, lasso_minutes, finetune_minutes = self.prune_of[name]
+        source = self.runs / "unpruned" / name
+        shutil.rmtree(source, ignore_errors=True)
+        source.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(plain, source)
+        staging = plain.with_name(plain.name + ".prune.tmp")
+        log(f"pruning {name}")
+        prune.main([str(source), "--recipe", self.recipes[name], "--run", str(self.runs / f"prune-{name}"),
+                    "--out", str(staging), "--keep", keep, "--lasso-minutes", str(lasso_minutes),
+                    "--finetune-minutes", str(finetune_minutes), "--threads", "1",
+                    *(["--train-tgt", str(targets)] if targets else [])])
+        staging.rename(plain)
+        return plain
 
     def write_int8(self, ckpt: Path, name: str) -> Path:
         out = self.models / name

@@ -571,6 +571,16 @@ def _shape_source(name: str, config: ModelConfig) -> str:
     most likely means heads written for another model (or another heads field)."""
     if name.startswith("heads.") and config.heads:
         return f" from config.json heads.hidden {config.heads.hidden} and d_model {config.d_model}"
+    parts = name.split(".")
+    if len(parts) > 3 and parts[0] in ("encoder", "decoder") and parts[1] == "layers":
+        # Per-layer sizes (pruned models): name the field the wrong dimension comes from.
+        i = int(parts[2])
+        shape = (config.encoder_layers if parts[0] == "encoder" else config.decoder_layers)[i]
+        if parts[3] == "ffn":
+            return f" from config.json {parts[0]}.layers[{i}].ffn {shape.ffn}"
+        if parts[3].endswith("attn"):
+            return (f" from config.json {parts[0]}.layers[{i}].heads {shape.heads} x head_dim "
+                    f"{config.head_dim}")
     return ""
 
 

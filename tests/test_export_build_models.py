@@ -20,8 +20,16 @@ TINY = {"teacher-en-de": "test-tiny", "en-de": "test-tiny-ssru", "en-de-attn": "
 def test_builds_the_en_de_family(corpus, tmp_path):  # noqa: F811
     runs, models = tmp_path / "runs", tmp_path / "models"
     builder = Builder(runs, models, threads=1, minutes={}, recipes=TINY, train_args=("--max-steps", "4"),
-                      heads={"en-de": (2, 20)})
+                      heads={"en-de": (2, 20)},
+                      pruning={"en-de": ("enc_heads=0.5,enc_ffn=0.5,dec_heads=0.5,dec_ffn=0.5", 0.03, 0.02)})
     student = builder.build("en-de")
+    # pruned before its shortlist and heads were made: half the heads and units of the
+    # unpruned student (kept in runs/unpruned), which the tiny recipe gives 2 and 64
+    unpruned = json.loads((runs / "unpruned" / "en-de" / "config.json").read_text())
+    pruned = json.loads((student / "config.json").read_text())
+    assert [l["heads"] for l in unpruned["encoder"]["layers"]] == [2]
+    assert [(l["heads"], l["ffn"]) for l in pruned["encoder"]["layers"]] == [(1, 32)]
+    assert (runs / "prune-en-de" / "report.md").exists()
     drafter = builder.build("en-de-drafter")
     n_train = len((runs / "distill" / "train.de").read_text().splitlines())
     assert n_train == 80  # one distilled line per training source
