@@ -29,7 +29,13 @@ src/models/transformer.h). Names and semantics follow that source:
 - Shortlist (Marian's text lexical shortlist `lex.s2t`, lines "target source prob",
   read with `--shortlist lex.s2t 0 BEST`): our per-source rows, plus our frequent ids
   on the EOS row (every Marian source ends with EOS, so they are always candidates),
-  with first = 0. Marian pads a candidate set to a multiple of 8 from id 0 (ours from
+  with first = 0. Marian ranks a row by (probability, target id), both descending
+  (LexicalShortlistGenerator::prune), ours by probability descending then id ascending, so
+  the written values are made strictly decreasing along our row order (marian_scores):
+  the probabilities where the file has them, with ties and values under Marian's
+  positive floor stepped one float32 below their predecessor, else rank-based 1/(rank+1);
+  Marian's ranking then equals our row order, also for a BEST shorter than the longest
+  row. Marian pads a candidate set to a multiple of 8 from id 0 (ours from
   `first_fill_id`), and takes the union over a batch (ours per row), so shortlisted
   outputs may differ from ours at batch > 1 or when a padding id would win.
 
@@ -222,13 +228,32 @@ def lexical_shortlist_lines(shortlist: Shortlist, pieces: list[str], eos: int) -
     lines = []
     for f in range(shortlist.vocab_size):
         targets, probs = shortlist.translations(f)
-        rows = {int(t): (float(probs[k]) if probs is not None else 1.0 / (k + 1)) for k, t in enumerate(targets)}
-        if f == eos:
-            for t in shortlist.frequent:
-                rows.setdefault(int(t), 1e-9)
-        for t, p in rows.items():
-            lines.append(f"{pieces[t]} {pieces[f]} {max(p, 1e-9):.9g}\n")
+        scores = marian_scores(probs, targets.size)
+        rows = dict(zip(targets.tolist(), scores.tolist()))
+        if f == eos:  # below the row: the frequent ids are always kept (shortlist_best counts them)
+            extra = float(np.nextafter(scores[-1], np.float32(0))) if scores.size else MARIAN_FLOOR
+            for t in shortlist.frequent.tolist():
+                rows.setdefault(t, min(extra, MARIAN_FLOOR))
+        # %.9g round-trips a float32 exactly, and Marian reads the value into a float.
+        lines += [f"{pieces[t]} {pieces[f]} {p:.9g}\n" for t, p in rows.items()]
     return lines
+
+
+MARIAN_FLOOR = 1e-9  # Marian keeps only probabilities > 0 (its default threshold); far from underflow
+
+
+def marian_scores(probs: np.ndarray | None, n: int) -> np.ndarray:
+    """float32 values for one row (best first) that strictly decrease, so Marian's ranking
+    (probability descending, ties by id descending) is the row's order: the probabilities,
+    floored at MARIAN_FLOOR, each tie stepped one float32 below its predecessor; rank-based
+    1/(rank+1) for a shortlist without probabilities."""
+    if probs is None:
+        return (1.0 / np.arange(1, n + 1)).astype(np.float32)
+    out = np.maximum(np.asarray(probs, np.float32), np.float32(MARIAN_FLOOR))
+    for k in range(1, n):
+        if out[k] >= out[k - 1]:
+            out[k] = np.nextafter(out[k - 1], np.float32(0))
+    return out
 
 
 def shortlist_best(shortlist: Shortlist, eos: int) -> int:

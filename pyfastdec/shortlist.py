@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 
 MAGIC = b"FDSHORT\0"
-VERSION = 1
+VERSION = 2                       # what save() writes unless told otherwise
+KNOWN_VERSIONS = (1, 2)
 HEADER_BYTES = 128
 ALIGN = 64            # every section starts on a 64-byte boundary (cache line, AVX-512)
 SIMD_MULTIPLE = 8     # candidates() pads its result to a multiple of this
@@ -44,15 +45,28 @@ _HEADER = struct.Struct(
     "QQ"      # 64  index_offset,    index_bytes
     "QQ"      # 80  targets_offset,  targets_bytes
     "QQ"      # 96  probs_offset,    probs_bytes
-    "III"     # 112 reserved (zero)
+    "III"     # 112 version 1: reserved (zero); version 2: id_bytes, offset_bytes, reserved
 )
 _HEADER_CRC_AT = _HEADER.size          # 124: crc32 of header bytes [0, 124)
 assert _HEADER_CRC_AT + 4 == HEADER_BYTES
 _SECTIONS = ("frequent", "index", "targets", "probs")
+_ID_DTYPES = {2: "<u2", 4: "<u4"}         # id_bytes -> dtype of the frequent and targets sections
+_OFFSET_DTYPES = {4: "<u4", 8: "<u8"}     # offset_bytes -> dtype of the index section
 
 
 def _align_up(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def _widths(version: int, vocab_size: int, num_targets: int) -> tuple[int, int]:
+    """(id_bytes, offset_bytes) a writer of `version` uses: version 2 takes the narrowest
+    that holds every id (< vocab_size) and every offset (<= num_targets)."""
+    if version == 1:
+        return 4, 8
+    if version == 2:
+        return 2 if vocab_size <= 2**16 else 4, 4 if num_targets < 2**32 else 8
+    raise ValueError(f"version: {version} cannot be written (this writer knows versions "
+                     f"{', '.join(map(str, KNOWN_VERSIONS))})")
 
 
 class Shortlist:
@@ -129,8 +143,10 @@ class Shortlist:
         if not 0 <= self.first_fill_id <= V:
             raise ValueError(f"first_fill_id: {self.first_fill_id} is not in [0, {V}]")
         freq = self.frequent
-        if freq.ndim != 1 or (freq.size and int(freq.max()) >= V):
-            raise ValueError(f"frequent: ids must be a 1-D array of ids < vocab_size {V}")
+        if freq.ndim != 1:
+            raise ValueError("frequent: ids must be a 1-D array")
+        if freq.size and int(freq.max()) >= V:
+            raise ValueError(f"frequent: id {int(freq.max())} is not < vocab_size {V}")
         if freq.size > 1 and not np.all(freq[1:] > freq[:-1]):
             raise ValueError("frequent: ids are not strictly increasing")
         ip = self.indptr
@@ -141,8 +157,13 @@ class Shortlist:
                              f"number of targets ({self.targets.size})")
         if int(np.diff(ip).max(initial=0)) > self.best:
             raise ValueError(f"index: a source id has more than best = {self.best} targets")
-        if self.targets.ndim != 1 or (self.targets.size and int(self.targets.max()) >= V):
-            raise ValueError(f"targets: ids must be a 1-D array of ids < vocab_size {V}")
+        if self.targets.ndim != 1:
+            raise ValueError("targets: ids must be a 1-D array")
+        if self.targets.size and int(self.targets.max()) >= V:
+            at = int(np.argmax(self.targets >= V))
+            f = int(np.searchsorted(ip, at, side="right")) - 1
+            raise ValueError(f"targets: id {int(self.targets[at])} (entry {at}, source id {f}) "
+                             f"is not < vocab_size {V}")
         if self.probs is not None:
             p = self.probs
             if p.shape != self.targets.shape:
@@ -158,17 +179,18 @@ class Shortlist:
                                  "probability order")
 
     # ------------------------------------------------------------------ file I/O
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the file atomically (temp file + rename).
+    def save(self, path: str | os.PathLike, version: int = VERSION) -> None:
+        """Write the file atomically (temp file + rename) in format `version` (1 or 2).
 
         Renaming rather than overwriting in place matters: a Shortlist loaded from the
         same path is an mmap of the old file, and truncating a mapped file under it
         would crash the process (SIGBUS) on the next access.
         """
+        id_bytes, offset_bytes = _widths(version, self.vocab_size, self.targets.size)
         sections = {
-            "frequent": self.frequent.astype("<u4").tobytes(),
-            "index": self.indptr.astype("<u8").tobytes(),
-            "targets": self.targets.astype("<u4").tobytes(),
+            "frequent": self.frequent.astype(_ID_DTYPES[id_bytes]).tobytes(),
+            "index": self.indptr.astype(_OFFSET_DTYPES[offset_bytes]).tobytes(),
+            "targets": self.targets.astype(_ID_DTYPES[id_bytes]).tobytes(),
             "probs": b"" if self.probs is None else self.probs.astype("<f4").tobytes(),
         }
         payload = bytearray()
@@ -183,11 +205,11 @@ class Shortlist:
             payload += data
         payload += bytes(_align_up(HEADER_BYTES + len(payload)) - HEADER_BYTES - len(payload))
         header = _HEADER.pack(
-            MAGIC, VERSION, HEADER_BYTES, self.vocab_size, self.frequent.size, self.best,
+            MAGIC, version, HEADER_BYTES, self.vocab_size, self.frequent.size, self.best,
             self.first_fill_id, FLAG_HAS_PROBS if self.probs is not None else 0,
             zlib.crc32(payload), HEADER_BYTES + len(payload),
             *where["frequent"], *where["index"], *where["targets"], *where["probs"],
-            0, 0, 0)
+            *((0, 0, 0) if version == 1 else (id_bytes, offset_bytes, 0)))
         header += struct.pack("<I", zlib.crc32(header))
         path = Path(path)
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
@@ -221,29 +243,44 @@ class Shortlist:
             buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         head = buf[:HEADER_BYTES]
         (magic, version, header_bytes, vocab_size, num_frequent, best, first_fill_id,
-         flags, payload_crc, file_bytes, *sec, r0, r1, r2) = _HEADER.unpack_from(head)
+         flags, payload_crc, file_bytes, *sec, w0, w1, r2) = _HEADER.unpack_from(head)
         # Magic and version first: a newer version may lay out the rest differently.
         if magic != MAGIC:
             raise ValueError(f"magic: {magic!r} is not {MAGIC!r}; not a fastdec shortlist")
-        if version != VERSION:
-            raise ValueError(f"version: {version} is not supported (this reader knows "
-                             f"version {VERSION})")
+        if version not in KNOWN_VERSIONS:
+            raise ValueError(f"version: {version} is not supported (this reader knows versions "
+                             f"{', '.join(map(str, KNOWN_VERSIONS))})")
         (header_crc,) = struct.unpack_from("<I", head, _HEADER_CRC_AT)
         if zlib.crc32(head[:_HEADER_CRC_AT]) != header_crc:
             raise ValueError("header_crc32: checksum mismatch, the header is corrupt")
         if header_bytes != HEADER_BYTES:
             raise ValueError(f"header_bytes: {header_bytes}, expected {HEADER_BYTES}")
-        if (r0, r1, r2) != (0, 0, 0):
-            raise ValueError("reserved: header bytes 112..123 must be zero")
+        if version == 1:
+            if (w0, w1, r2) != (0, 0, 0):
+                raise ValueError("reserved: header bytes 112..123 must be zero")
+            id_bytes, offset_bytes = 4, 8
+        else:
+            id_bytes, offset_bytes = w0, w1
+            if id_bytes not in _ID_DTYPES:
+                raise ValueError(f"id_bytes: {id_bytes}, expected 2 or 4")
+            if id_bytes == 2 and vocab_size > 2**16:
+                raise ValueError(f"id_bytes: 2 cannot hold the ids of vocab_size {vocab_size} "
+                                 "(u16 holds ids < 65536; expected 4)")
+            if offset_bytes not in _OFFSET_DTYPES:
+                raise ValueError(f"offset_bytes: {offset_bytes}, expected 4 or 8")
+            if r2 != 0:
+                raise ValueError("reserved: header bytes 120..123 must be zero")
         if flags & ~FLAG_HAS_PROBS:
             raise ValueError(f"flags: unknown bits set in {flags:#x}")
         if file_bytes != size:
             raise ValueError(f"file_bytes: header says {file_bytes} bytes but the file has "
                              f"{size} (truncated or appended to)")
         has_probs = bool(flags & FLAG_HAS_PROBS)
-        expected = {"frequent": 4 * num_frequent, "index": 8 * (vocab_size + 1),
-                    "targets": None, "probs": None}
         spans = dict(zip(_SECTIONS, zip(sec[0::2], sec[1::2])))
+        num_targets = spans["targets"][1] // id_bytes     # a remainder is refused below
+        expected = {"frequent": id_bytes * num_frequent,
+                    "index": offset_bytes * (vocab_size + 1),
+                    "targets": None, "probs": 4 * num_targets}
         end_of_previous = HEADER_BYTES
         for name in _SECTIONS:
             offset, nbytes = spans[name]
@@ -251,11 +288,10 @@ class Shortlist:
                 if (offset, nbytes) != (0, 0):
                     raise ValueError("probs_offset: must be 0 when flags has no probabilities")
                 continue
-            if name == "targets" and nbytes % 4:
-                raise ValueError(f"targets_bytes: {nbytes} is not a multiple of 4")
-            if name == "probs" and nbytes != spans["targets"][1]:
-                raise ValueError(f"probs_bytes: {nbytes} differs from targets_bytes "
-                                 f"{spans['targets'][1]}")
+            if name == "targets" and nbytes % id_bytes:
+                raise ValueError(f"targets_bytes: {nbytes} is not a multiple of id_bytes {id_bytes}")
+            if name == "probs" and nbytes != expected["probs"]:
+                raise ValueError(f"probs_bytes: {nbytes}, expected 4 per target = {expected['probs']}")
             if expected[name] is not None and nbytes != expected[name]:
                 raise ValueError(f"{name}_bytes: {nbytes}, expected {expected[name]}")
             if offset % ALIGN or offset < end_of_previous or offset + nbytes > size:
@@ -270,9 +306,14 @@ class Shortlist:
             return np.frombuffer(buf, dtype=dtype, count=nbytes // np.dtype(dtype).itemsize,
                                  offset=offset)
 
+        # Version 1 arrays are used in place (zero-copy); narrower version 2 ones are widened
+        # once here (the constructor's asarray), so every caller and the engine see u32 ids
+        # and u64 offsets whichever version was read.
         try:
-            return cls(vocab_size, view("frequent", "<u4"), view("index", "<u8"),
-                       view("targets", "<u4"), view("probs", "<f4") if has_probs else None,
+            return cls(vocab_size, view("frequent", _ID_DTYPES[id_bytes]),
+                       view("index", _OFFSET_DTYPES[offset_bytes]),
+                       view("targets", _ID_DTYPES[id_bytes]),
+                       view("probs", "<f4") if has_probs else None,
                        best=best, first_fill_id=first_fill_id)
         except ValueError as err:
             raise ValueError(f"{err} (header and checksums were valid)") from None

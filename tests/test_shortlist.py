@@ -222,7 +222,7 @@ def test_round_trip_without_probabilities(corpus, tmp_path):
 
 def test_bytes_follow_the_documented_layout(built, tmp_path):
     path = tmp_path / "shortlist.bin"
-    built.save(path)
+    built.save(path, version=1)        # version 2's layout: tests/test_shortlist_v2.py
     data = path.read_bytes()
     assert data[:8] == b"FDSHORT\0"
     version, header_bytes, vocab, n_freq, best, fill, flags, payload_crc = \
@@ -286,8 +286,8 @@ def test_bad_magic_is_refused(small_file):
 
 
 def test_unknown_version_is_refused(small_file):
-    rewrite_header(small_file, "<I", 8, 2)
-    assert ": version: 2 is not supported" in load_error(small_file)
+    rewrite_header(small_file, "<I", 8, 3)
+    assert ": version: 3 is not supported" in load_error(small_file)
 
 
 def test_corrupt_payload_is_refused(small_file):
@@ -307,7 +307,7 @@ def test_corrupt_header_is_refused(small_file):
 @pytest.mark.parametrize("fmt, offset, value, field", [
     ("<I", 12, 64, "header_bytes"),
     ("<I", 32, 2, "flags"),
-    ("<I", 112, 1, "reserved"),
+    ("<I", 120, 1, "reserved"),                   # reserved in versions 1 and 2
     ("<Q", 48, 130, "frequent_offset"),           # misaligned
     ("<Q", 64, 128, "index_offset"),              # overlaps the frequent ids
     ("<Q", 56, 12, "frequent_bytes"),             # disagrees with num_frequent
