@@ -28,9 +28,11 @@ What each setting matches:
   as our engine does. spm.model is copied into the output directory.
 
 What CTranslate2 cannot express is refused with a ValueError naming the config field:
-SSRU decoders (`decoder.self`), nat-drafter models (`arch`), and head counts that differ
-between the layers of one stack (`encoder.layers[i].heads`; CTranslate2 has one
-`num_heads` per encoder and per decoder). Encoder and decoder may differ from each other.
+SSRU decoders (`decoder.self`) and nat-drafter models (`arch`). Head counts that differ
+between the layers of one stack (pruned models) are padded: CTranslate2 has one
+`num_heads` per encoder and per decoder, so layers with fewer heads get zero heads up to
+the stack's largest count (`pad_heads`), which computes exactly the same function.
+Encoder and decoder may differ from each other.
 
 Greedy decoding equivalent to ours: `translate_batch(pieces, beam_size=1,
 min_decoding_length=0, max_decoding_length=N)` (CTranslate2's default minimum length of
@@ -78,25 +80,42 @@ def _import_ctranslate2():
 
 
 # ----------------------------------------------------------------------------- checks
-def _uniform_heads(layers, stack: str) -> int:
-    heads = layers[0].heads
-    for i, layer in enumerate(layers):
-        if layer.heads != heads:
-            raise ValueError(f"{stack}.layers[{i}].heads = {layer.heads} but {stack}.layers[0].heads = {heads}: "
-                             f"CTranslate2 has one num_heads per {stack}, so per-layer head counts "
-                             f"(pruned models) cannot be converted")
-    return heads
-
-
 def check_convertible(config: ModelConfig) -> tuple[int, int]:
-    """(encoder heads, decoder heads), or a ValueError naming what CTranslate2 cannot run."""
+    """(encoder heads, decoder heads) CTranslate2 will run: the most heads of any layer of
+    each stack (pad_heads fills the others up with zero heads), or a ValueError naming
+    what CTranslate2 cannot run."""
     if config.arch != "transformer":
         raise ValueError(f"arch = {config.arch!r}: only autoregressive \"transformer\" models convert "
                          f"to CTranslate2 (a GAD drafter decodes blocks, which CTranslate2 cannot)")
     if config.decoder_self != "attention":
         raise ValueError(f"decoder.self = {config.decoder_self!r}: CTranslate2 has no SSRU decoder; "
                          f"only decoder.self = \"attention\" models convert")
-    return _uniform_heads(config.encoder_layers, "encoder"), _uniform_heads(config.decoder_layers, "decoder")
+    return max(l.heads for l in config.encoder_layers), max(l.heads for l in config.decoder_layers)
+
+
+def pad_heads(w: dict[str, np.ndarray], config: ModelConfig, enc_heads: int, dec_heads: int) -> list[str]:
+    """CTranslate2 has one num_heads per stack; a pruned layer with fewer heads gets zero
+    heads appended (zero q/k/v rows and biases, zero o columns). A zero head's values are
+    0, so its context is 0 and the layer computes exactly what it did: the same function,
+    with CTranslate2 doing the padded heads' work. Returns the layers padded."""
+    hd, padded = config.head_dim, []
+    for stack, layers, heads in (("encoder", config.encoder_layers, enc_heads),
+                                 ("decoder", config.decoder_layers, dec_heads)):
+        attns = ("self_attn",) if stack == "encoder" else ("self_attn", "cross_attn")
+        for i, layer in enumerate(layers):
+            extra = (heads - layer.heads) * hd
+            if extra == 0:
+                continue
+            padded.append(f"{stack}.layers[{i}] ({layer.heads} -> {heads} heads)")
+            for attn in attns:
+                name = f"{stack}.layers.{i}.{attn}"
+                for p in ("q", "k", "v"):
+                    weight = w[f"{name}.{p}.weight"]
+                    w[f"{name}.{p}.weight"] = np.concatenate([weight, np.zeros((extra, weight.shape[1]), np.float32)])
+                    w[f"{name}.{p}.bias"] = np.concatenate([w[f"{name}.{p}.bias"], np.zeros(extra, np.float32)])
+                o = w[f"{name}.o.weight"]
+                w[f"{name}.o.weight"] = np.concatenate([o, np.zeros((o.shape[0], extra), np.float32)], axis=1)
+    return padded
 
 
 # ----------------------------------------------------------------------------- weights
@@ -181,6 +200,7 @@ def build_spec(model: ModelDir, max_positions: int = DEFAULT_MAX_POSITIONS):
         raise ValueError(f"max_positions = {max_positions} < max_source_len = {cfg.max_source_len}: "
                          f"the position table must cover the longest source the model was trained on")
     w = float_weights(model)
+    pad_heads(w, cfg, enc_heads, dec_heads)
     fill = _Filler(w)
     pre = cfg.norm == "pre"
     positions = sinusoidal_table(max_positions, cfg.d_model, cfg.positions)

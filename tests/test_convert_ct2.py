@@ -1,7 +1,8 @@
 """pyfastdec.convert.to_ctranslate2 against the PyTorch reference (export/): CTranslate2
 float32 greedy decoding gives the same tokens as our greedy, and its logits / log-probs
 at every step match ours, for pre- and post-norm models; int8 directories convert to
-their dequantised float weights; what CTranslate2 cannot run is refused by name.
+their dequantised float weights; pruned models with per-layer head counts run padded
+with zero heads; what CTranslate2 cannot run is refused by name.
 
 Random tiny models only ever repeat one token (with tied embeddings the input token
 wins), which would make "same tokens" a weak check, so the models here are first trained
@@ -246,10 +247,26 @@ def test_ssru_decoder_is_refused(spm, tmp_path):
     assert not (tmp_path / "ct2").exists()
 
 
-def test_per_layer_head_counts_are_refused(spm, tmp_path):
-    path = write_model_dir(tiny_model(seed=3), spm, tmp_path / "pruned")  # encoder heads 2, 4
-    with pytest.raises(ValueError, match=r"encoder\.layers\[1\]\.heads = 4.*one num_heads"):
-        to_ctranslate2(path, tmp_path / "ct2")
+def test_per_layer_head_counts_are_padded_with_zero_heads(spm, pieces, tmp_path):
+    """A pruned model (encoder heads 2 and 4, decoder 4 and 2) converts with zero heads
+    up to each stack's largest count, and CTranslate2 computes the very same logits."""
+    torch.manual_seed(7)
+    cfg = tiny_config()
+    cfg.decoder_layers = [LayerSpec(4, 16), LayerSpec(2, 40)]
+    model = train_copy(Seq2Seq(cfg), seed=7)
+    assert [l.heads for l in model.cfg.encoder_layers] == [2, 4]
+    path = write_model_dir(model, spm, tmp_path / "pruned")
+    tr = translator(to_ctranslate2(path, tmp_path / "ct2"))
+    config = json.loads((tmp_path / "ct2" / "config.json").read_text())
+    assert config["layer_norm_epsilon"] == pytest.approx(1e-5)
+    sources = random_sources(10, seed=8)
+    want = greedy(model, sources, max_len=MAX_LEN)
+    assert len({tuple(w) for w in want}) >= 5
+    results = ct2_greedy(tr, pieces, sources, return_logits_vocab=True)
+    assert [[pieces.index(p) for p in r.hypotheses[0]] for r in results] == want
+    for source, hyp, res in zip(sources, want, results):
+        theirs = np.stack([np.asarray(step) for step in res.logits[0]])
+        np.testing.assert_allclose(theirs, teacher_forced_logits(model, source, hyp)[: len(theirs)], rtol=0, atol=TOL)
 
 
 def test_drafter_is_refused(spm, tmp_path):
