@@ -3,6 +3,7 @@ the zeroed groups, pruned models run the same on the engine as on the torch refe
 lossless strategies stay lossless on them, and the prune command runs end to end."""
 from __future__ import annotations
 
+import copy
 import gzip
 import json
 
@@ -18,6 +19,7 @@ from export.tiny_task import task_sources, trained_drafter, trained_verifier
 from export.torch_backend import TorchBackend
 from export.writer import read_model_dir, write_model_dir
 from pyfastdec.backends.native import NativeBackend
+from pyfastdec.decoding.blockwise import blockwise
 from pyfastdec.decoding.gad import gad
 from pyfastdec.decoding.greedy import greedy
 from pyfastdec.decoding.iad import iad
@@ -131,6 +133,10 @@ def test_pruned_model_engine_equals_torch_and_strategies_stay_lossless(pruned_ve
     drafter = NativeBackend(write_model_dir(trained_drafter(), spm, tmp_path / "drafter"), threads=1)
     assert iad(native, sources, policy=None)[0] == torch_out
     assert gad(native, drafter, sources)[0] == torch_out
+    # blockwise needs proposal heads: random ones (some proposals right, most wrong)
+    with_heads = copy.deepcopy(pruned_verifier).add_heads(3, 8)
+    heads = NativeBackend(write_model_dir(with_heads, spm, tmp_path / "heads"), threads=1)
+    assert blockwise(heads, sources, policy=None)[0] == torch_out
 
 
 def test_pruned_model_int8_agrees_with_float(pruned_verifier, spm, tmp_path):
