@@ -3,17 +3,18 @@
     python -m export.prune models/en-de --recipe student-en-de-ssru \
         --train-tgt /work/runs/prune/distill.train.de --run /work/runs/prune/en-de \
         --keep enc_heads=0.5,enc_ffn=0.3,dec_heads=0.75,dec_ffn=0.5 \
-        --lasso-minutes 15 --finetune-minutes 12
+        --lasso-minutes 15 --finetune-minutes 12 --strength 3
 
 Stages, each resumable from its checkpoints in --run (a session may end any time):
 1. **lasso**: training on the recipe's data (--train-tgt: distilled targets) with a
    group-lasso penalty over attention heads and FFN units (export/prune_groups.py),
    applied as its proximal step after every Adam step, so groups reach exact zeros.
    Penalty strength per kind ramps linearly from 0 to --strength over the first
-   --ramp of the stage; a kind whose share of zero groups reaches its --keep target is
-   frozen there (those groups held at zero, its penalty off). A kind that has not got
-   there when the stage's time is up has its lowest-norm groups (norm / sqrt(size))
-   removed up to the target: the report counts these "forced" removals.
+   --ramp of the stage (budgets are CPU minutes: process time); a kind whose share of
+   zero groups reaches its --keep target is frozen there (those groups held at zero,
+   its penalty off). A kind that has not got there when the stage's time is up has its
+   lowest-norm groups (norm / sqrt(size)) removed up to the target: the report counts
+   these "forced" removals.
    Every layer keeps at least one head and --min-ffn units.
 2. **slice**: the zero groups are cut out (per-layer head counts and FFN sizes).
 3. **finetune**: the sliced model trains on the same data, learning rate decaying
@@ -128,7 +129,9 @@ def make_step(model, recipe, block_gen, block_sizes):
 
 
 class Stage:
-    """A time-budgeted training stage with resumable checkpoints (<run>/<name>.pt)."""
+    """A training stage with a budget of CPU minutes (process time: a shared machine's
+    contention changes its wall-clock length, not its number of steps), checkpointed for
+    resumption every few minutes in <run>/<name>.pt."""
 
     def __init__(self, name: str, run: Path, model, recipe: dict, lr: float, minutes: float,
                  batcher: BucketBatcher, seed: int, block_sizes, save_minutes: float = 3.0):
@@ -164,7 +167,7 @@ class Stage:
         """Train until the budget is spent. lr_at(fraction of budget spent) -> lr;
         after_step(fraction, lr) runs after every optimizer step (the proximal step)."""
         self.model.train()
-        start, last_save = time.time() - self.spent, time.time()
+        start, last_save = time.process_time() - self.spent, time.time()
         loss_sum, tok_sum, epoch = 0.0, 0, self.step // max(1, len(self.batcher.epoch(0)))
         while not self.done():
             batches = self.batcher.epoch(self.seed * 100003 + epoch)
@@ -183,7 +186,7 @@ class Stage:
                 if after_step is not None:
                     after_step(frac, lr)
                 loss_sum, tok_sum = loss_sum + loss.item(), tok_sum + n_tok
-                self.spent = time.time() - start
+                self.spent = time.process_time() - start
                 if self.step % log_every == 0:
                     log(f"{self.name}: step {self.step} loss/tok {loss_sum / max(tok_sum, 1):.3f} lr {lr:.2e} "
                         f"{self.spent / 60:.1f}/{self.budget / 60:.0f} min")
@@ -233,10 +236,10 @@ def main(argv=None) -> None:
     ap.add_argument("--keep", default="", help="kept share per kind, e.g. enc_heads=0.5,enc_ffn=0.3 "
                     f"(defaults {','.join(f'{k}={v}' for k, v in DEFAULT_KEEP.items())})")
     ap.add_argument("--min-ffn", type=int, default=32, help="FFN units every layer keeps")
-    ap.add_argument("--strength", type=float, default=1.0, help="final group-lasso strength (per sqrt(group size))")
+    ap.add_argument("--strength", type=float, default=3.0, help="final group-lasso strength (per sqrt(group size))")
     ap.add_argument("--ramp", type=float, default=0.7, help="share of the lasso stage over which strength ramps up")
-    ap.add_argument("--lasso-minutes", type=float, default=15.0)
-    ap.add_argument("--finetune-minutes", type=float, default=12.0)
+    ap.add_argument("--lasso-minutes", type=float, default=15.0, help="CPU minutes of the group-lasso stage")
+    ap.add_argument("--finetune-minutes", type=float, default=12.0, help="CPU minutes of fine-tuning")
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--batch-tokens", type=int, default=2000, help="target tokens per batch (smaller than the "
                     "recipe's: more, cheaper steps for a short budget)")
