@@ -8,14 +8,19 @@
 Stages, each resumable from its checkpoints in --run (a session may end any time):
 1. **lasso**: training on the recipe's data (--train-tgt: distilled targets) with a
    group-lasso penalty over attention heads and FFN units (export/prune_groups.py),
-   applied as its proximal step after every Adam step, so groups reach exact zeros.
-   Penalty strength per kind ramps linearly from 0 to --strength over the first
-   --ramp of the stage (budgets are CPU minutes: process time); a kind whose share of
-   zero groups reaches its --keep target is frozen there (those groups held at zero,
-   its penalty off). A kind that has not got there when the stage's time is up has its
-   lowest-norm groups (norm / sqrt(size)) removed up to the target: the report counts
-   these "forced" removals.
-   Every layer keeps at least one head and --min-ffn units.
+   applied as its proximal step after every Adam step (groups whose gradient does not
+   hold them up shrink to exact zeros). The strength (--strength, per sqrt(group size))
+   ramps up linearly over the first --ramp of the stage. Removal is gradual: in
+   --rounds rounds, evenly spread from the end of the ramp to 80 % of the stage, each
+   kind's lowest norm / sqrt(size) groups (zero ones first) are removed up to k/rounds
+   of its --keep target and held at zero, so the rest of the network adapts between
+   rounds and for the last 20 %. The report counts the "forced" removals: groups not yet
+   at zero when removed. Every layer keeps at least one head and --min-ffn units.
+   Budgets are CPU minutes (process time).
+   Why gradual: with one strong penalty (strength 3, removal when a kind's zeros reach
+   the target) every FFN unit and head of the en-de student shrank together (their
+   norms start within 10 % of each other) and the kinds collapsed within 20 steps: val
+   BLEU 0.75 after the stage.
 2. **slice**: the zero groups are cut out (per-layer head counts and FFN sizes).
 3. **finetune**: the sliced model trains on the same data, learning rate decaying
    linearly to 0 over --finetune-minutes.
@@ -50,7 +55,7 @@ from .batching import BucketBatcher
 from .calibrate import calibrate
 from .data import corpus_path, load_pairs, read_parallel
 from .drafter_training import block_loss
-from .prune_groups import KINDS, group_sets, group_lasso_prox, slice_model
+from .prune_groups import KINDS, group_lasso_prox, group_sets, slice_model
 from .recipes import get_recipe
 from .train import log, rng_state, save_checkpoint, score, set_rng_state, tokenize_pairs
 from .vocab import load_vocab
@@ -86,32 +91,29 @@ def removal_targets(sets, keep: dict[str, float], min_ffn: int) -> dict[str, int
     return out
 
 
-def zero_groups(sets) -> dict[str, set[int]]:
-    return {gs.name: {int(i) for i in torch.nonzero(gs.norms() == 0).flatten()} for gs in sets}
-
-
-def freeze_kind(sets, kind: str, removed: dict[str, set[int]], target: int, min_ffn: int) -> int:
-    """Mark `target` groups of `kind` removed: the zero ones first, then the lowest
-    norm / sqrt(size), never below a layer's minimum. Returns how many were forced
-    (removed while not yet zero)."""
+def remove_lowest(sets, kind: str, removed: dict[str, set[int]], want: int, min_ffn: int) -> int:
+    """Add groups of `kind` to `removed` until `want` of them are: the lowest
+    norm / sqrt(size) first (groups the penalty drove to zero come first), never taking a
+    layer below its minimum. Returns how many of those added were not yet zero."""
+    have = sum(len(removed.get(gs.name, ())) for gs in sets if gs.kind == kind)
     cands = []
     for gs in sets:
         if gs.kind != kind:
             continue
         norms = gs.norms() / math.sqrt(gs.size)
-        cands += [(float(norms[g]), gs, g) for g in range(gs.count)]
+        gone = removed.get(gs.name, set())
+        cands += [(float(norms[g]), gs, g) for g in range(gs.count) if g not in gone]
     cands.sort(key=lambda c: c[0])
-    left = {gs.name: gs.count for gs in sets if gs.kind == kind}
-    chosen, forced = 0, 0
+    forced = 0
     for norm, gs, g in cands:
-        if chosen == target:
+        if have >= want:
             break
         floor = 1 if kind.endswith("heads") else min(min_ffn, gs.count)
-        if left[gs.name] <= floor:
+        gone = removed.setdefault(gs.name, set())
+        if gs.count - len(gone) <= floor:
             continue
-        removed.setdefault(gs.name, set()).add(g)
-        left[gs.name] -= 1
-        chosen += 1
+        gone.add(g)
+        have += 1
         forced += norm > 0
     return forced
 
@@ -236,8 +238,10 @@ def main(argv=None) -> None:
     ap.add_argument("--keep", default="", help="kept share per kind, e.g. enc_heads=0.5,enc_ffn=0.3 "
                     f"(defaults {','.join(f'{k}={v}' for k, v in DEFAULT_KEEP.items())})")
     ap.add_argument("--min-ffn", type=int, default=32, help="FFN units every layer keeps")
-    ap.add_argument("--strength", type=float, default=3.0, help="final group-lasso strength (per sqrt(group size))")
-    ap.add_argument("--ramp", type=float, default=0.7, help="share of the lasso stage over which strength ramps up")
+    ap.add_argument("--strength", type=float, default=0.3, help="group-lasso strength (per sqrt(group size))")
+    ap.add_argument("--ramp", type=float, default=0.2, help="share of the lasso stage over which strength ramps up")
+    ap.add_argument("--rounds", type=int, default=10, help="removal rounds, evenly from the end of the ramp to 80 %% "
+                    "of the lasso stage")
     ap.add_argument("--lasso-minutes", type=float, default=15.0, help="CPU minutes of the group-lasso stage")
     ap.add_argument("--finetune-minutes", type=float, default=12.0, help="CPU minutes of fine-tuning")
     ap.add_argument("--lr", type=float, default=3e-4)
@@ -294,32 +298,33 @@ def main(argv=None) -> None:
     resumed = lasso.resume()
     extra = lasso.extra
     if not resumed:
-        extra.update(removed={}, frozen=[], forced={})
+        extra.update(removed={}, forced={}, round=0)
     removed = {name: set(v) for name, v in extra["removed"].items()}
 
+    rounds_at = [args.ramp + (0.8 - args.ramp) * k / args.rounds for k in range(1, args.rounds + 1)]
+
+    def remove_round(k: int) -> None:
+        """Round k of args.rounds: k / rounds of every kind's target removed."""
+        for kind in KINDS:
+            want = round(targets[kind] * k / args.rounds)
+            extra["forced"][kind] = extra["forced"].get(kind, 0) + remove_lowest(sets, kind, removed, want,
+                                                                                  args.min_ffn)
+        extra["round"] = k
+        log(f"lasso: removal round {k}/{args.rounds} at step {lasso.step}: " + ", ".join(
+            f"{kind} {sum(len(removed.get(gs.name, ())) for gs in sets if gs.kind == kind)}/{targets[kind]}"
+            for kind in KINDS))
+
     def prox(frac: float, lr: float) -> None:
-        ramp = min(1.0, frac / args.ramp) * args.strength
-        strength = {k: (0.0 if k in extra["frozen"] else ramp) for k in KINDS if targets[k] > 0}
-        group_lasso_prox(sets, strength, lr, removed)
-        if lasso.step % 10 == 0:  # freeze the kinds that reached their target
-            zeros = zero_groups(sets)
-            for kind in KINDS:
-                if kind in extra["frozen"] or targets[kind] == 0:
-                    continue
-                n_zero = sum(len(zeros[gs.name]) for gs in sets if gs.kind == kind)
-                if n_zero >= targets[kind]:
-                    extra["forced"][kind] = freeze_kind(sets, kind, removed, targets[kind], args.min_ffn)
-                    extra["frozen"].append(kind)
-                    log(f"lasso: {kind} reached {n_zero} zero groups at step {lasso.step}: frozen")
+        strength = min(1.0, frac / args.ramp) * args.strength
+        group_lasso_prox(sets, {k: strength for k in KINDS if targets[k] > 0}, lr, removed)
+        while extra.get("round", 0) < args.rounds and frac >= rounds_at[extra.get("round", 0)]:
+            remove_round(extra.get("round", 0) + 1)
         extra["removed"] = {name: sorted(v) for name, v in removed.items()}
 
     if not lasso.done():
         lasso.run(lambda frac: args.lr * min(1.0, (lasso.step + 1) / warm), prox)
-    for kind in KINDS:  # the stage's time is up: what has not reached its target is forced
-        if kind not in extra["frozen"] and targets[kind] > 0:
-            extra["forced"][kind] = freeze_kind(sets, kind, removed, targets[kind], args.min_ffn)
-            extra["frozen"].append(kind)
-            log(f"lasso: {kind} forced {extra['forced'][kind]} of {targets[kind]} removals at the end")
+    while extra.get("round", 0) < args.rounds:  # a stage that ended early still removes every target
+        remove_round(extra.get("round", 0) + 1)
     extra["removed"] = {name: sorted(v) for name, v in removed.items()}
     group_lasso_prox(sets, {}, 0.0, removed)  # the removed groups exactly zero
     lasso.save()
