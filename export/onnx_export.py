@@ -51,9 +51,10 @@ exact arithmetic and within float32 rounding of the loop for the few tokens of a
 --int8: onnxruntime's dynamic quantisation (quantize_dynamic, weight type QInt8, per-tensor
 weight scales, activations quantised per call at run time) of the exported float32 graphs.
 It quantises from the float weights of the directory: an int8 model directory is
-dequantised first (q * weight_scale, export.writer.read_model_dir), and its calibrated
-static activation scales are NOT used, so this is onnxruntime's own int8 recipe applied to
-the same weights, not a copy of pyfastdec's int8 arithmetic.
+dequantised first (q * weight_scale, the tied embedding to the int8 rows our engine reads;
+export.writer.read_model_dir), and its calibrated static activation scales are NOT used,
+so this is onnxruntime's own int8 recipe applied to the same weights, not a copy of
+pyfastdec's int8 arithmetic.
 """
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ from .calibrate import calibrate
 from .modeling import Seq2Seq
 from .train import lr_at, rng_state, save_checkpoint, set_rng_state
 from .train_heads import check_blockwise, decode_greedy, fresh_heads, source_ids
-from .writer import read_model_dir, write_model_dir
+from .writer import EMBED_SCALE, quantize_embedding, read_model_dir, write_model_dir
 
 SETTINGS = ("model", "sources", "limit", "held_out", "train", "head_weight", "lr", "warmup", "batch_tokens",
             "dropout", "seed", "heads", "hidden")  # a run resumes only with the same ones
@@ -217,7 +217,12 @@ def write_result(model: Seq2Seq, model_dir: Path, spm_file: Path, out: Path, sou
     if frozen_encoder:
         original = load_file(str(model_dir / WEIGHTS_FILE))
         written = load_file(str(tmp / WEIGHTS_FILE))
-        save_file({n: original[n] if n.startswith(FROZEN) else t for n, t in written.items()},
+        frozen = {n: t for n, t in original.items() if n.startswith(FROZEN)}
+        if written["embed.weight"].dtype == torch.int8 and frozen["embed.weight"].dtype != torch.int8:
+            # MODEL_DIR stores its embedding float32: these are the int8 rows the engine
+            # computes from it at load, so the frozen embedding stays exactly as it was.
+            frozen["embed.weight"], frozen[EMBED_SCALE] = quantize_embedding(frozen["embed.weight"])
+        save_file({n: frozen[n] if n.startswith(FROZEN) else t for n, t in written.items()},
                   str(tmp / WEIGHTS_FILE), metadata={"format": "fastdec", "version": "1"})
     if (model_dir / "shortlist.bin").exists():
         shutil.copyfile(model_dir / "shortlist.bin", tmp / "shortlist.bin")

@@ -4,7 +4,11 @@ The tensor names and layouts are those of export/FORMAT.md, which are the state_
 names of export.modeling, so writing is a plain dump. int8 export replaces each linear
 weight of the encoder and decoder layers by `<linear>.weight` int8 [out, in] plus
 `<linear>.weight_scale` float32 [out] (w ~= int8 * scale) and records the calibrated
-activation multipliers in config.json "quantization".
+activation multipliers in config.json "quantization". The tied embedding of an int8
+directory is stored int8 per vocabulary row too (`embed.weight` int8 [V, d] plus
+`embed.weight_scale` float32 [V], quantization.embedding "int8_per_row"), quantised by
+the engine's own rule (pyfastdec/int8_rows.py), so the stored rows are those the engine would
+compute from the float ones; int8_embedding=False keeps a float32 `embed.weight`.
 
 The reader refuses, naming the file and field or tensor, anything it does not
 understand: unknown format/version, missing or unexpected tensors, wrong shape or dtype;
@@ -22,7 +26,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from pyfastdec.model_dir import TOKENIZER_FILES, ModelDir
+from pyfastdec.int8_rows import int8_embedding_rows, quantize_rows
+from pyfastdec.model_dir import EMBED_SCALE, QUANT_EMBEDDING, TOKENIZER_FILES, ModelDir
 
 from .modeling import ModelConfig, Seq2Seq
 from .rehash import rehash
@@ -34,8 +39,8 @@ ACT_STAT = "127 / (mean + 1.1 * std) of the per-batch max|A| of the linear's inp
 
 def quantized_linears(model: Seq2Seq) -> list[str]:
     """Names (without .weight) of the linears stored as int8: every nn.Linear inside the
-    encoder/decoder layers and the proposal heads. The tied embedding/output matrix
-    stays float32."""
+    encoder/decoder layers and the proposal heads. The tied embedding/output matrix is
+    not one of them (quantize_embedding)."""
     return [name for name, mod in model.named_modules()
             if isinstance(mod, torch.nn.Linear) and name.startswith(("encoder.", "decoder.", "heads."))]
 
@@ -48,6 +53,14 @@ def quantize_weight(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q, (1.0 / mult).to(torch.float32)
 
 
+def quantize_embedding(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The engine's per-row int8 rule (pyfastdec/int8_rows.py) for a torch [V, d]
+    embedding: (int8 [V, d], float32 [V]), bit-identical to what the engine computes at
+    load. (quantize_weight, the linears' rule, computes 127 / max first: other last bits.)"""
+    q, scale = quantize_rows(w.detach().to(torch.float32).cpu().numpy())
+    return torch.from_numpy(q), torch.from_numpy(scale)
+
+
 def expected_tensors(cfg: ModelConfig) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
     """Name -> (shape, dtype) every model.safetensors of this config must hold exactly."""
     model = Seq2Seq(cfg)
@@ -57,13 +70,19 @@ def expected_tensors(cfg: ModelConfig) -> dict[str, tuple[tuple[int, ...], torch
             shape = out[f"{lin}.weight"][0]
             out[f"{lin}.weight"] = (shape, torch.int8)
             out[f"{lin}.weight_scale"] = ((shape[0],), torch.float32)
+        if cfg.quantization.get("embedding") == QUANT_EMBEDDING:
+            out["embed.weight"] = (out["embed.weight"][0], torch.int8)
+            out[EMBED_SCALE] = ((cfg.vocab_size,), torch.float32)
     return out
 
 
 def write_model_dir(model: Seq2Seq, spm_model: bytes | str | Path, out: str | Path,
                     act_scales: dict[str, float] | None = None, int8: bool = False,
-                    calibration: dict | None = None) -> Path:
-    """Write a model directory. int8=True needs act_scales for every quantized linear."""
+                    calibration: dict | None = None, int8_embedding: bool = True) -> Path:
+    """Write a model directory. int8=True needs act_scales for every quantized linear.
+    int8_embedding (int8 only): store the tied embedding int8 per row (about half the
+    file); False stores it float32, which the engine then quantises at load to the same
+    rows."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     cfg = ModelConfig.from_json(model.cfg.to_json())
@@ -76,12 +95,16 @@ def write_model_dir(model: Seq2Seq, spm_model: bytes | str | Path, out: str | Pa
         for lin in linears:
             q, scale = quantize_weight(tensors[f"{lin}.weight"])
             tensors[f"{lin}.weight"], tensors[f"{lin}.weight_scale"] = q, scale
+        if int8_embedding:
+            tensors["embed.weight"], tensors[EMBED_SCALE] = quantize_embedding(tensors["embed.weight"])
         cfg.quantization = {
             "weights": "int8", "weight_scale": "per_output_channel",
             "activations": "int8_static_per_tensor",
             "activation_scales": {l: float(act_scales[l]) for l in linears},
             "calibration": dict(calibration or {}, statistic=ACT_STAT),
         }
+        if int8_embedding:
+            cfg.quantization["embedding"] = QUANT_EMBEDDING
     else:
         cfg.quantization = None
     save_file(tensors, str(out / WEIGHTS), metadata={"format": "fastdec", "version": "1"})
@@ -131,6 +154,11 @@ def read_config(path: str | Path) -> ModelConfig:
 def read_model_dir(path: str | Path, simulate_int8: bool = False) -> tuple[Seq2Seq, Path]:
     """Load a model directory into a float32 Seq2Seq (int8 weights dequantised).
 
+    The tied embedding of an int8 directory is what the engine reads: stored int8, it is
+    dequantised (q * scale); stored float32, it goes through the same per-row int8 rule
+    and back (int8_embedding_rows), as the engine quantises it at load and looks tokens
+    up in those rows too. So the model here is the engine's, whichever form is stored.
+
     simulate_int8: also round each quantized linear's input to its int8 grid
     (clamp(round(x * m), ±127) / m), as the engine's int8 GEMM sees it.
     """
@@ -162,6 +190,8 @@ def read_model_dir(path: str | Path, simulate_int8: bool = False) -> tuple[Seq2S
         if t.dtype == torch.int8:
             t = t.to(torch.float32) * tensors[name + "_scale"][:, None]
         state[name] = t
+    if cfg.quantization and tensors["embed.weight"].dtype == torch.float32:
+        state["embed.weight"] = torch.from_numpy(int8_embedding_rows(state["embed.weight"].numpy()))
     model.load_state_dict(state)
     if cfg.tokenizer != "spm":  # ModelDir.load checked its files against the config
         spm_file = {name: path / name for name in TOKENIZER_FILES[cfg.tokenizer]}
@@ -185,7 +215,8 @@ def read_model_dir(path: str | Path, simulate_int8: bool = False) -> tuple[Seq2S
 
 def write_float_twin(model_dir: str | Path, out: str | Path) -> Path:
     """A float32 directory holding the dequantised weights (q * scale) of an int8
-    directory: the same model for the float32 engine and the torch reference."""
+    directory: the same model for the float32 engine and the torch reference. Its
+    embedding holds the int8 rows the int8 engine reads (read_model_dir)."""
     model, spm_file = read_model_dir(model_dir)
     return write_model_dir(model, spm_file, out)
 

@@ -749,8 +749,9 @@ def model_summary(path: str) -> list[str]:
         f"{heads(c.decoder_layers)}; ffn enc {ffns(c.encoder_layers)} dec {ffns(c.decoder_layers)})",
         f"  vocab: {c.vocab_size} ({', '.join(md.tokenizer_files)})",
         f"  max_source_len: {c.max_source_len}",
-        "  quantization: " + (f"{q.weights} weights ({q.weight_scale}), {q.activations} activations" if q
-                               else "none (float32)"),
+        "  quantization: " + (f"{q.weights} weights ({q.weight_scale}), {q.activations} activations, embedding "
+                              + ("int8 per row" if q.embedding else "float32 (int8 per row at load)") if q
+                              else "none (float32)"),
         "  shortlist: " + (f"present ({SHORTLIST_FILE}, {shortlist.stat().st_size} bytes)" if shortlist.is_file()
                             else "none"),
         f"  parameters: {params}",

@@ -39,11 +39,11 @@ min_decoding_length=0, max_decoding_length=N)` (CTranslate2's default minimum le
 1 forbids an empty translation, which our greedy allows).
 
 int8 model directories: our int8 weights are dequantised (q * weight_scale per row) to
-float32 before conversion, so with quantization=None/"float32" CTranslate2 runs the very
+float32 before conversion, the tied embedding included (its int8 rows, stored or computed
+at load as our engine does), so with quantization=None/"float32" CTranslate2 runs the very
 float weights our int8 model approximates. With quantization="int8" CTranslate2 then
-re-quantises them with its own per-row scales and dynamic per-row activation scales
-(and, unlike our format, also quantises the embedding / output matrix): the comparison
-uses the same float weights, each engine applying its own int8 scheme.
+re-quantises them with its own per-row scales and dynamic per-row activation scales:
+the comparison uses the same float weights, each engine applying its own int8 scheme.
 
 CLI: python -m pyfastdec.convert ctranslate2 MODEL_DIR OUT_DIR [--quantization int8]
 (also `marian-npz`: pyfastdec/convert_marian_npz.py; `marian-npz-in`: pyfastdec/convert_marian_npz_in.py;
@@ -62,7 +62,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pyfastdec.model_dir import ModelConfig, ModelDir, quantized_linears
+from pyfastdec.int8_rows import dequantize_rows, int8_embedding_rows
+from pyfastdec.model_dir import EMBED_SCALE, ModelConfig, ModelDir, quantized_linears
 
 DEFAULT_MAX_POSITIONS = 1024  # = translate_batch's default max_input_length
 LAYER_NORM_EPS = 1e-5  # FORMAT.md: every layer norm, unless config.json layer_norm_eps says otherwise
@@ -120,12 +121,17 @@ def pad_heads(w: dict[str, np.ndarray], config: ModelConfig, enc_heads: int, dec
 
 # ----------------------------------------------------------------------------- weights
 def float_weights(model: ModelDir) -> dict[str, np.ndarray]:
-    """All tensors as float32 arrays; int8 linears dequantised to q * weight_scale[row]."""
+    """All tensors as float32 arrays; int8 linears dequantised to q * weight_scale[row].
+    The tied embedding of an int8 model is the int8 rows our engine reads, stored so or
+    quantised from float32 ones (pyfastdec/int8_rows.py): both forms convert alike."""
     tensors = {name: np.asarray(t) for name, t in model.tensors.items() if not name.endswith(".weight_scale")}
     if model.config.quantization is not None:
         for linear in quantized_linears(model.config):
             q = model.tensors[f"{linear}.weight"].astype(np.float32)
             tensors[f"{linear}.weight"] = q * model.tensors[f"{linear}.weight_scale"][:, None]
+        embed = model.tensors["embed.weight"]
+        tensors["embed.weight"] = (dequantize_rows(embed, model.tensors[EMBED_SCALE]) if embed.dtype == np.int8
+                                   else int8_embedding_rows(embed))
     # Copies, never views: the tensors are read-only views of a memory map, and CTranslate2's
     # spec.optimize quantises in place.
     return {name: np.array(t, dtype=np.float32, order="C", copy=True) for name, t in tensors.items()}

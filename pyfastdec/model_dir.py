@@ -76,6 +76,10 @@ def checksum_keys(tokenizer: str) -> tuple[str, ...]:
     return (CHECKSUM_CONFIG, WEIGHTS_FILE) + TOKENIZER_FILES[tokenizer]
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 QUANT_WEIGHTS, QUANT_WEIGHT_SCALE, QUANT_ACTIVATIONS = "int8", "per_output_channel", "int8_static_per_tensor"
+# quantization.embedding: embed.weight stored int8 [V, d] with embed.weight_scale [V]
+# (absent/null: float32 embed.weight, quantised per row at load the same way).
+QUANT_EMBEDDING = "int8_per_row"
+EMBED_SCALE = "embed.weight_scale"
 
 F32 = np.dtype("<f4")
 I8 = np.dtype("i1")
@@ -120,6 +124,9 @@ class Quantization:
     activations: str
     activation_scales: dict[str, float]  # quantized linear name -> input multiplier m
     calibration: Optional[dict]          # how the multipliers were measured (informational)
+    # "int8_per_row": embed.weight is stored int8 (+ embed.weight_scale); None: float32.
+    # Either way an int8 model's tied matrix is int8 per row (export/FORMAT.md).
+    embedding: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -260,7 +267,7 @@ def _parse_quantization(r: _ConfigReader, value: Any, linears: list[str]) -> Qua
     if not isinstance(value, dict):
         raise r.fail("quantization", f"{_show(value)} (expected null or an int8 quantization object)")
     q = "quantization."
-    r.only(value, ("weights", "weight_scale", "activations", "activation_scales", "calibration"), q)
+    r.only(value, ("weights", "weight_scale", "activations", "activation_scales", "calibration", "embedding"), q)
     weights = r.choice(value, "weights", q, (QUANT_WEIGHTS,))
     weight_scale = r.choice(value, "weight_scale", q, (QUANT_WEIGHT_SCALE,))
     activations = r.choice(value, "activations", q, (QUANT_ACTIVATIONS,))
@@ -283,7 +290,10 @@ def _parse_quantization(r: _ConfigReader, value: Any, linears: list[str]) -> Qua
     calibration = value.get("calibration")
     if calibration is not None and not isinstance(calibration, dict):
         raise r.fail(f"{q}calibration", f"{_show(calibration)} (expected an object or null)")
-    return Quantization(weights, weight_scale, activations, checked, calibration)
+    embedding = value.get("embedding")
+    if embedding is not None and embedding != QUANT_EMBEDDING:
+        raise r.fail(f"{q}embedding", f"{_show(embedding)} (expected {json.dumps(QUANT_EMBEDDING)}, null or no field)")
+    return Quantization(weights, weight_scale, activations, checked, calibration, embedding)
 
 
 def _parse_heads(r: _ConfigReader, value: Any, arch: str) -> Optional[ProposalHeads]:
@@ -483,7 +493,7 @@ def _attention_linears(prefix: str) -> list[str]:
 def quantized_linears(config: ModelConfig) -> list[str]:
     """Names (without .weight) of the linears that int8 export quantizes: every linear
     inside an encoder or decoder layer, then the proposal heads' fc1/fc2, in model order.
-    The tied embedding stays float."""
+    The tied embedding is not among them (quantization.embedding)."""
     names: list[str] = []
     for i in range(len(config.encoder_layers)):
         names += _attention_linears(f"encoder.layers.{i}.self_attn")
@@ -530,7 +540,11 @@ def expected_tensors(config: ModelConfig) -> dict[str, tuple[np.dtype, tuple[int
         linear(f"{name}.fc1", inner, d)
         linear(f"{name}.fc2", d, inner)
 
-    table["embed.weight"] = (F32, (config.vocab_size, d))
+    if quantized and config.quantization.embedding == QUANT_EMBEDDING:
+        table["embed.weight"] = (I8, (config.vocab_size, d))
+        table[EMBED_SCALE] = (F32, (config.vocab_size,))
+    else:
+        table["embed.weight"] = (F32, (config.vocab_size, d))
     table["output.bias"] = (F32, (config.vocab_size,))
     for i, shape in enumerate(config.encoder_layers):
         layer = f"encoder.layers.{i}"
@@ -588,6 +602,11 @@ def check_tensors(header: safetensors_io.Header, config: ModelConfig) -> None:
     """The file holds exactly expected_tensors(config), each with its dtype and shape."""
     where = header.path
     expected = expected_tensors(config)
+    embed = header.tensors.get("embed.weight")
+    if config.quantization is None and embed is not None and embed.dtype == safetensors_io.dtype_code(I8):
+        # Named before the stray embed.weight_scale that would otherwise be reported first.
+        raise ModelDirError(f"{where}: embed.weight: dtype {embed.dtype} (expected F32: config.json quantization "
+                            f"is null, and only int8 models store an int8 embedding)")
     missing = [name for name in expected if name not in header.tensors]
     if missing:
         dtype, shape = expected[missing[0]]

@@ -60,11 +60,13 @@ def test_int8_export(kind, spm, tmp_path):
     lin = quantized_linears(model)[0]
     assert tensors[f"{lin}.weight"].dtype == torch.int8
     assert tensors[f"{lin}.weight_scale"].shape == (tensors[f"{lin}.weight"].shape[0],)
-    assert tensors["embed.weight"].dtype == torch.float32
+    # The tied embedding is int8 per row too (test_int8_embedding.py checks its values).
+    assert tensors["embed.weight"].dtype == torch.int8
+    assert tensors["embed.weight_scale"].shape == (tensors["embed.weight"].shape[0],)
     # Every row uses the full int8 range at its largest weight.
     assert (tensors[f"{lin}.weight"].abs().amax(1) == 127).all()
     cfg = json.loads((tmp_path / "q" / "config.json").read_text())
-    assert cfg["quantization"]["weights"] == "int8"
+    assert cfg["quantization"]["weights"] == "int8" and cfg["quantization"]["embedding"] == "int8_per_row"
     assert set(cfg["quantization"]["activation_scales"]) == set(scales)
     srcs = random_sources(2, seed=13)
     ref = outputs(TorchBackend(model), srcs)

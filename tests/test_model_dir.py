@@ -188,10 +188,18 @@ def test_expected_table_follows_format_md():
     assert q["decoder.layers.1.ffn.fc1.weight"] == (i8, (6, 8))
     assert q["decoder.layers.1.ffn.fc1.weight_scale"] == (f32, (6,))
     assert q["decoder.layers.1.ffn.fc1.bias"] == (f32, (6,))
-    assert q["embed.weight"] == (f32, (VOCAB, 8))  # tied embedding stays float32
+    assert q["embed.weight"] == (f32, (VOCAB, 8))  # no quantization.embedding: stored float32
+    assert "embed.weight_scale" not in q
     assert q["decoder.layers.0.ln_cross.weight"] == (f32, (8,))
     assert len(q) == len(plain) + len(quantized_linears(parse_config(make_config())))
     assert len(quantized_linears(parse_config(make_config()))) == 2 * 6 + 2 * 10
+
+    stored = make_config(int8=True)
+    stored["quantization"]["embedding"] = "int8_per_row"
+    e = expected_tensors(parse_config(stored))
+    assert e["embed.weight"] == (i8, (VOCAB, 8))
+    assert e["embed.weight_scale"] == (f32, (VOCAB,))
+    assert len(e) == len(q) + 1
 
 
 # ----------------------------------------------------------------------------- refusals: config.json
@@ -618,7 +626,13 @@ def test_tensor_table_matches_export_modeling(spm_path, tmp_path):
             loaded = ModelDir.load(out)
             assert (loaded.config.quantization is not None) == int8
             embed = model.state_dict()["embed.weight"].numpy()
-            np.testing.assert_array_equal(loaded.tensors["embed.weight"], embed)
+            got_embed = loaded.tensors["embed.weight"]
+            if int8:  # stored int8 per row (quantization.embedding): within half a step of each row
+                scale = loaded.tensors["embed.weight_scale"]
+                err = np.abs(got_embed.astype(np.float32) * scale[:, None] - embed).max(axis=1)
+                assert (err <= scale * 0.5 * (1 + 1e-6)).all()
+            else:
+                np.testing.assert_array_equal(got_embed, embed)
             fc1 = "decoder.layers.1.ffn.fc1"
             want = model.state_dict()[f"{fc1}.weight"].numpy()
             got = loaded.tensors[f"{fc1}.weight"]

@@ -199,8 +199,9 @@ def test_shortlist_of_everything_equals_full_vocabulary_int8(spm, tmp_path):
 
 def test_int8_is_close_to_the_simulated_int8_reference(spm, tmp_path):
     """Native int8 vs torch with int8 weights and activations simulated on the same
-    grids. The native output layer is also int8 (dynamic, per token), which torch keeps
-    in float: the remaining difference is that layer's rounding, a few hundredths."""
+    grids. The native output layer also quantises its input (dynamic, per token), which
+    torch keeps in float (its weights are the same int8 rows): the remaining difference is
+    that rounding, a few hundredths."""
     model = tiny_model(seed=14)
     pairs = [(s, s[:-1][::-1] + [3]) for s in random_sources(30, seed=14)]
     path = write_model_dir(model, spm, tmp_path / "q", act_scales=calibrate(model, pairs), int8=True)

@@ -47,25 +47,34 @@ Linear::Linear(const KernelTable& kernels, const TensorLookup& lookup,
     f32_ = std::make_unique<F32Matrix>(kernels, w.data(), out_, in);
 }
 
-Linear Linear::quantized_from_float(const KernelTable& kernels, const float* w, int out, int in,
-                                    const float* bias, bool keep_rows) {
-  Linear l;
-  l.out_ = out;
-  l.in_ = in;
-  std::vector<int8_t> q(static_cast<size_t>(out) * in);
-  std::vector<float> scales(static_cast<size_t>(out));
+void quantize_rows(const float* w, int out, int in, int8_t* q, float* scales) {
   for (int n = 0; n < out; ++n) {
     const float* row = w + static_cast<size_t>(n) * in;
     float max_abs = 0.f;
     for (int k = 0; k < in; ++k) max_abs = std::max(max_abs, std::fabs(row[k]));
     float scale = max_abs > 0.f ? max_abs / 127.f : 1.f;
-    scales[static_cast<size_t>(n)] = scale;
+    scales[n] = scale;
     for (int k = 0; k < in; ++k) {
       float v = std::nearbyint(row[k] / scale);
       q[static_cast<size_t>(n) * in + k] = static_cast<int8_t>(std::min(127.f, std::max(-127.f, v)));
     }
   }
-  l.i8_ = std::make_unique<I8Matrix>(kernels, q.data(), out, in, scales.data(), true, keep_rows);
+}
+
+Linear Linear::quantized_from_float(const KernelTable& kernels, const float* w, int out, int in,
+                                    const float* bias, bool keep_rows) {
+  std::vector<int8_t> q(static_cast<size_t>(out) * in);
+  std::vector<float> scales(static_cast<size_t>(out));
+  quantize_rows(w, out, in, q.data(), scales.data());
+  return from_int8(kernels, q.data(), scales.data(), out, in, bias, keep_rows);
+}
+
+Linear Linear::from_int8(const KernelTable& kernels, const int8_t* q, const float* scales, int out, int in,
+                         const float* bias, bool keep_rows) {
+  Linear l;
+  l.out_ = out;
+  l.in_ = in;
+  l.i8_ = std::make_unique<I8Matrix>(kernels, q, out, in, scales, true, keep_rows);
   l.bias_.assign(bias, bias + out);
   return l;
 }

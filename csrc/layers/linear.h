@@ -18,6 +18,11 @@ struct LinearPart {
   bool has_bias = true;
 };
 
+// Per-row symmetric int8: scale = max|row| / 127 (1 for an all-zero row), q =
+// nearbyint(row / scale) clamped to +-127. export/writer.py's quantize_rows is the same
+// rule in numpy float32, so a directory's stored int8 embedding equals this bit for bit.
+void quantize_rows(const float* w, int out, int in, int8_t* q, float* scales);
+
 class Linear {
  public:
   Linear() = default;
@@ -29,6 +34,10 @@ class Linear {
   // mode). keep_rows allows column subsets (shortlists).
   static Linear quantized_from_float(const KernelTable& kernels, const float* w, int out, int in,
                                      const float* bias, bool keep_rows);
+  // An int8 matrix [out, in] with per-row scales as stored (w ~= q * scale[row]); the
+  // int8 tied embedding of export/FORMAT.md, used as is (no re-quantisation).
+  static Linear from_int8(const KernelTable& kernels, const int8_t* q, const float* scales, int out, int in,
+                          const float* bias, bool keep_rows);
   static Linear from_float(const KernelTable& kernels, const float* w, int out, int in, const float* bias);
 
   int out() const { return out_; }

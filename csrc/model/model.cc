@@ -39,17 +39,12 @@ Model::Model(ModelConfig config, const TensorLookup& lookup,
              const std::map<std::string, float>& act_scales, int threads)
     : cfg_(std::move(config)), kt_(active_kernels()), pool_(threads) {
   const int d = cfg_.d_model, V = cfg_.vocab_size, hd = cfg_.head_dim;
-  TensorView e = expect_tensor(lookup, "embed.weight", "float32", {V, d});
-  embed_.assign(e.f32(), e.f32() + e.numel());
   TensorView ob = expect_tensor(lookup, "output.bias", "float32", {V});
   output_bias_.assign(ob.f32(), ob.f32() + V);
   // Tokens the model must never generate (e.g. Marian's pad): -inf here, so no argmax,
   // top-k or shortlist path can pick them, while the file keeps finite values.
   for (int id : cfg_.suppress) output_bias_[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
-  // The tied output layer: int8 models quantise it here, per vocabulary row, and keep
-  // a row-major copy so per-row shortlists can compute only their candidates.
-  output_ = cfg_.int8 ? Linear::quantized_from_float(kt_, embed_.data(), V, d, output_bias_.data(), true)
-                      : Linear::from_float(kt_, embed_.data(), V, d, output_bias_.data());
+  load_tied_embedding(lookup);
 
   // Projections that read the same input run as one GEMM, so they must share one
   // calibrated input scale (calibration sees the same tensor, so it gives the same one).
@@ -104,6 +99,51 @@ Model::Model(ModelConfig config, const TensorLookup& lookup,
   }
   if (cfg_.proposal_heads > 0)
     heads_ = ProposalHeads(kt_, lookup, cfg_.proposal_heads, cfg_.proposal_hidden, d, cfg_.int8, act_scales);
+}
+
+// The tied embedding / output matrix. Float32 models use the float rows for both. In an
+// int8 model the matrix is int8 per vocabulary row (export/FORMAT.md), stored so
+// (embed.weight int8 + embed.weight_scale) or quantised here from a float32 embed.weight
+// by the same rule; the output layer and the lookup then both read those int8 rows, so
+// a directory and its int8-embedding conversion decode bit-identically.
+void Model::load_tied_embedding(const TensorLookup& lookup) {
+  const int d = cfg_.d_model, V = cfg_.vocab_size;
+  TensorView e = lookup("embed.weight");
+  if (e.dtype == "int8" && !cfg_.int8)
+    throw std::invalid_argument("tensor 'embed.weight': int8 in a float32 model (config quantization null); "
+                                "expected float32");
+  if (!cfg_.int8) {
+    e = expect_tensor(lookup, "embed.weight", "float32", {V, d});
+    embed_.assign(e.f32(), e.f32() + e.numel());
+    output_ = Linear::from_float(kt_, embed_.data(), V, d, output_bias_.data());
+    return;
+  }
+  const size_t n = static_cast<size_t>(V) * d;
+  std::vector<int8_t> q_owned;
+  std::vector<float> scales_owned;
+  const int8_t* q;
+  const float* scales;
+  if (e.dtype == "int8") {
+    e = expect_tensor(lookup, "embed.weight", "int8", {V, d});
+    TensorView s = expect_tensor(lookup, "embed.weight_scale", "float32", {V});
+    q = e.i8();
+    scales = s.f32();
+  } else {
+    e = expect_tensor(lookup, "embed.weight", "float32", {V, d});
+    q_owned.resize(n);
+    scales_owned.resize(static_cast<size_t>(V));
+    quantize_rows(e.f32(), V, d, q_owned.data(), scales_owned.data());
+    q = q_owned.data();
+    scales = scales_owned.data();
+  }
+  embed_.resize(n);
+  for (int r = 0; r < V; ++r)
+    for (int k = 0; k < d; ++k) {
+      size_t i = static_cast<size_t>(r) * d + k;
+      embed_[i] = static_cast<float>(q[i]) * scales[r];
+    }
+  // A row-major copy is kept so per-row shortlists can compute only their candidates.
+  output_ = Linear::from_int8(kt_, q, scales, V, d, output_bias_.data(), true);
 }
 
 // ---------------------------------------------------------------- building blocks

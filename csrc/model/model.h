@@ -94,6 +94,8 @@ class Model {
   // Self-attention visibility of a decoder pass.
   enum class Visibility { kCausal, kDraftBlock };
 
+  // embed_ and output_ from embed.weight (float32, or int8 + embed.weight_scale).
+  void load_tied_embedding(const TensorLookup& lookup);
   // x = E[id] * sqrt(d) + PE(position); PE rows come from a table grown on demand.
   void embed(int32_t id, int position, float* out);
   // fc1 and the FFN activation of config.json "activation": [rows, d] -> [rows, ffn].
@@ -129,7 +131,7 @@ class Model {
   ThreadPool pool_;
   std::mutex call_mutex_;  // one call at a time: scratch buffers are shared
   int inner_enc_ = 0;
-  std::vector<float> embed_;  // [V, d] fp32
+  std::vector<float> embed_;  // [V, d] fp32; int8 models: the int8 rows dequantised
   std::vector<float> positions_;  // [rows so far, d]: sinusoidal position table
   std::vector<float> output_bias_;
   Linear output_;             // tied embedding; int8 (with column subsets) or fp32
