@@ -335,7 +335,7 @@ def test_refuses_wrong_shape(spm_path, tmp_path):
     tensors["decoder.layers.1.self_attn.q.weight"] = np.zeros((4, 8), np.float32)
     d = write_dir(tmp_path / "m", config, spm_path, tensors)
     refused(d, "^" + re.escape(f"{d / 'model.safetensors'}: decoder.layers.1.self_attn.q.weight: "
-                               "shape [4, 8] (expected [12, 8])"))
+                               "shape [4, 8] (expected [12, 8] from config.json decoder.layers[1].heads 3 x head_dim 4)"))
 
 
 @pytest.mark.parametrize("int8", [False, True], ids=["float", "int8"])

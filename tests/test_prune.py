@@ -12,6 +12,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="pruning needs the 'test' extra (torch)")
 
+from safetensors.numpy import load_file
+
 from export.prune import main as prune_main
 from export.prune_groups import group_lasso_prox, group_sets, slice_model
 from export.tiny import random_sources, synthetic_sentences, tiny_model, tiny_spm
@@ -184,10 +186,13 @@ def test_prune_command_writes_a_sliced_int8_directory_and_resumes(corpus, spm):
     assert removed_ffn == report["targets"]["dec_ffn"] == round((16 + 40) * 0.5)
     assert [row["ffn"][1] for row in report["layers"]] == [l.ffn for l in cfg.encoder_layers + cfg.decoder_layers]
     assert (run / "report.md").read_text().startswith("| layer |")
-    # Running it again resumes from the finished stages and rewrites the same directory.
-    weights = (run / "model" / "model.safetensors").read_bytes()
+    # Running it again resumes from the finished stages and rewrites the same model.
+    first = load_file(str(run / "model" / "model.safetensors"))
+    first_config = json.loads((run / "model" / "config.json").read_text())
     prune_main(args)
-    assert (run / "model" / "model.safetensors").read_bytes() == weights
+    again = load_file(str(run / "model" / "model.safetensors"))
+    assert set(again) == set(first) and all(np.array_equal(again[k], first[k]) for k in first)
+    assert json.loads((run / "model" / "config.json").read_text())["quantization"] == first_config["quantization"]
 
 
 @pytest.mark.parametrize("stack, i, field, value, tensor", [
