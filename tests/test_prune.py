@@ -210,3 +210,16 @@ def test_layer_sizes_that_do_not_match_the_tensors_are_refused(spm, tmp_path, st
     with pytest.raises(ModelDirError) as err:
         ModelDir.load(path)
     assert tensor in str(err.value) and f"{stack}.layers[{i}].{field} {value}" in str(err.value)
+
+
+def test_pruned_model_runs_in_the_onnx_export(pruned_verifier, spm, tmp_path):
+    pytest.importorskip("onnxruntime", reason="the onnx backend needs the 'bench' extra (onnxruntime)")
+    pytest.importorskip("onnx", reason="the onnx export needs the 'bench' extra (onnx)")
+    from export.onnx_export import main as export_main
+    from pyfastdec.backends.onnx import OnnxBackend
+
+    path = write_model_dir(pruned_verifier, spm, tmp_path / "model")
+    assert export_main([str(path), str(tmp_path / "onnx")]) == 0
+    sources = task_sources(20, seed=13)
+    assert greedy(OnnxBackend(tmp_path / "onnx", threads=1), sources)[0] == \
+        greedy(TorchBackend(pruned_verifier), sources)[0]
