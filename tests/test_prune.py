@@ -4,7 +4,6 @@ lossless strategies stay lossless on them, and the prune command runs end to end
 from __future__ import annotations
 
 import copy
-import gzip
 import json
 
 import numpy as np
@@ -16,7 +15,7 @@ from safetensors.numpy import load_file
 
 from export.prune import main as prune_main
 from export.prune_groups import group_lasso_prox, group_sets, slice_model
-from export.tiny import random_sources, synthetic_sentences, tiny_model, tiny_spm
+from export.tiny import random_sources, tiny_model, tiny_spm
 from export.tiny_task import task_sources, trained_drafter, trained_verifier
 from export.torch_backend import TorchBackend
 from export.writer import read_model_dir, write_model_dir
@@ -25,6 +24,8 @@ from pyfastdec.decoding.blockwise import blockwise
 from pyfastdec.decoding.gad import gad
 from pyfastdec.decoding.greedy import greedy
 from pyfastdec.decoding.iad import iad
+
+from test_export_train import corpus  # noqa: F401  (fixture: a synthetic Multi30k)
 
 torch.set_num_threads(1)
 
@@ -155,20 +156,7 @@ def test_pruned_model_int8_agrees_with_float(pruned_verifier, spm, tmp_path):
     assert same >= 0.9, same  # the documented int8 agreement on the tiny task
 
 
-@pytest.fixture
-def corpus(tmp_path, monkeypatch):
-    root = tmp_path / "data" / "multi30k"
-    root.mkdir(parents=True)
-    for split, n, seed in (("train", 120, 1), ("val", 12, 2)):
-        src = synthetic_sentences(n, seed=seed)
-        for lang, lines in (("en", src), ("de", [" ".join(reversed(s.split())) for s in src])):
-            with gzip.open(root / f"{split}.{lang}.gz", "wt", encoding="utf-8") as f:
-                f.write("".join(line + "\n" for line in lines))
-    monkeypatch.setenv("FASTDEC_DATA", str(tmp_path / "data"))
-    return tmp_path
-
-
-def test_prune_command_writes_a_sliced_int8_directory_and_resumes(corpus, spm):
+def test_prune_command_writes_a_sliced_int8_directory_and_resumes(corpus, spm):  # noqa: F811
     source = write_model_dir(tiny_model(seed=13), spm, corpus / "source")
     run = corpus / "run"
     args = [str(source), "--recipe", "test-tiny", "--run", str(run), "--keep",
