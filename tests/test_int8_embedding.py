@@ -262,25 +262,77 @@ def test_float_twin_holds_the_int8_rows(dirs, tmp_path):
                                   t["embed.weight"].astype(np.float32) * t["embed.weight_scale"][:, None])
 
 
+def float_embedding_dir(int8_embedding_dir: Path, out: Path) -> Path:
+    """The int8 directory with a float32 embedding that int8_embedding_dir converts from:
+    its rows dequantised (q * scale, float32), quantization.embedding absent, every other
+    tensor and file as it is. (write_model_dir(..., int8_embedding=False) from
+    read_model_dir's model would re-quantise every linear too.)"""
+    from pyfastdec.int8_rows import dequantize_rows
+
+    shutil.copytree(int8_embedding_dir, out)
+    tensors = tensors_of(out)
+    tensors["embed.weight"] = dequantize_rows(tensors["embed.weight"], tensors.pop("embed.weight_scale"))
+    config = json.loads((out / "config.json").read_text())
+    del config["quantization"]["embedding"]
+    write_tensors(out, tensors, config)
+    assert ModelDir.load(out).config.quantization.embedding is None
+    return out
+
+
+def test_float_embedding_dir_converts_back(dirs, tmp_path):
+    """The helper the shipped-model test needs once models/en-de stores an int8 embedding:
+    the derived float-embedding directory converts back to the very tensors and config
+    (the near-tie rows of int8_dirs included) and decodes alike."""
+    _, new = dirs
+    derived = float_embedding_dir(new, tmp_path / "float-embed")
+    back = convert(derived, tmp_path / "back")
+    t, want = tensors_of(back), tensors_of(new)
+    assert set(t) == set(want)
+    for name in want:
+        np.testing.assert_array_equal(t[name], want[name], err_msg=name)
+    # All but the checksum: safetensors reads the file's metadata into a hash map, so the
+    # copy may write its keys in another order, and the file's bytes differ.
+    configs = [json.loads((d / "config.json").read_text()) for d in (back, new)]
+    for c in configs:
+        del c["checksum"]
+    assert configs[0] == configs[1]
+    sources = random_sources(3, seed=95)
+    a = greedy_steps(NativeBackend(new, threads=1), sources, 6)
+    b = greedy_steps(NativeBackend(derived, threads=1), sources, 6)
+    np.testing.assert_array_equal(b[1], a[1])
+    np.testing.assert_array_equal(b[0], a[0])
+
+
 @pytest.mark.skipif(not (SHIPPED / "config.json").is_file(), reason="models/en-de is not in this checkout")
 def test_shipped_model_loads_and_its_conversion_decodes_identically(tmp_path):
-    """models/en-de as shipped (an int8 directory; a float32 embedding until it is
-    converted) loads and decodes; converted, it decodes identically and is smaller."""
+    """models/en-de as shipped (an int8 directory, with a float32 embedding until issue 14,
+    an int8 one after) loads and decodes. Its float-embedding form (as shipped, or derived
+    from the int8 rows) converted decodes identically and is smaller."""
     import sentencepiece
 
     shipped = NativeBackend(SHIPPED, threads=1, shortlist=False)
     sp = sentencepiece.SentencePieceProcessor(model_file=str(SHIPPED / "spm.model"))
     sources = [sp.encode(s) + [EOS] for s in ("Two dogs play in the snow.", "A man is riding a bicycle.")]
-    a = greedy_steps(shipped, sources, 6)
+    a = as_shipped = greedy_steps(shipped, sources, 6)
     assert "Hunde" in sp.decode(a[1][:, 0].tolist())
+    old = SHIPPED
     if shipped.model_dir.config.quantization.embedding is not None:
-        pytest.skip("models/en-de already stores an int8 embedding: no float-embedding directory to compare")
-    new = convert(SHIPPED, tmp_path / "en-de")
-    assert (new / "model.safetensors").stat().st_size < 0.62 * (SHIPPED / "model.safetensors").stat().st_size
+        old = float_embedding_dir(SHIPPED, tmp_path / "float-embed")
+        a = greedy_steps(NativeBackend(old, threads=1, shortlist=False), sources, 6)
+    new = convert(old, tmp_path / "en-de")
+    assert (new / "model.safetensors").stat().st_size < 0.62 * (old / "model.safetensors").stat().st_size
     b = greedy_steps(NativeBackend(new, threads=1, shortlist=False), sources, 6)
     np.testing.assert_array_equal(b[1], a[1])
     np.testing.assert_array_equal(b[0], a[0])
     assert (new / "shortlist.bin").read_bytes() == (SHIPPED / "shortlist.bin").read_bytes()
+    if old != SHIPPED:
+        # The round trip gives back the shipped rows: scale = max|row| / 127 survives
+        # q * scale re-quantised (true for every row of en-de's int8 embedding).
+        t, want = tensors_of(new), tensors_of(SHIPPED)
+        for name in ("embed.weight", "embed.weight_scale"):
+            np.testing.assert_array_equal(t[name], want[name], err_msg=name)
+        np.testing.assert_array_equal(a[0], as_shipped[0])
+        np.testing.assert_array_equal(a[1], as_shipped[1])
 
 
 # ----------------------------------------------------------------------------- other readers

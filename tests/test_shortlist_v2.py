@@ -1,5 +1,7 @@
 """shortlist.bin format version 2 (export/SHORTLIST_FORMAT.md): u16 ids and u32 index
-offsets, probabilities optional. The shipped version 1 file is the reference: its version 2
+offsets, probabilities optional. The reference is a version 1 file with probabilities
+written from the arrays of models/en-de/shortlist.bin, whichever form that file is shipped
+in (version 1 with probabilities, or version 2 with or without them): its version 2
 rewrite gives the same candidates for every source id and for real sentences, the engine
 decodes the same with it, and its bad variants are refused with one line naming the file
 and the field. The Marian export of a shortlist without probabilities ranks every row as
@@ -7,6 +9,7 @@ ours does, checked against Marian's own ranking rule (marian-dev src/data/shortl
 LexicalShortlistGenerator::prune: by (probability, target id) descending, keep > 0)."""
 from __future__ import annotations
 
+import json
 import shutil
 import struct
 import zlib
@@ -24,17 +27,46 @@ SHIPPED = MODELS / "en-de" / "shortlist.bin"
 pytestmark = pytest.mark.skipif(not SHIPPED.is_file(), reason="needs models/en-de/shortlist.bin")
 
 
+def rank_probs(indptr: np.ndarray) -> np.ndarray:
+    """Stand-in probabilities for a shipped file without them: 2^-(rank + 1) for the entry
+    at `rank` (0 = best) of its row. Strictly decreasing within a row (the order the format
+    requires), exact in float32 for rows of up to 148 entries, and from rank 29 on below
+    convert_marian_npz's MARIAN_FLOOR (1e-9), so the Marian export floors them into ties
+    and steps those apart, as it does for the real probabilities (746 ties and 13 values
+    under the floor in the version 1 file shipped before issue 14)."""
+    lengths = np.diff(indptr.astype(np.int64))
+    assert lengths.max(initial=0) <= 148, "2^-(rank + 1) would underflow float32"
+    rank = np.arange(int(lengths.sum())) - np.repeat(indptr[:-1].astype(np.int64), lengths)
+    return np.ldexp(np.float32(1), -(rank + 1).astype(np.int32)).astype(np.float32)
+
+
 @pytest.fixture(scope="module")
-def v1():
+def shipped():
     return Shortlist.load(SHIPPED)
 
 
 @pytest.fixture(scope="module")
-def v2_files(tmp_path_factory):
-    """The shipped file rewritten as version 2, with and without probabilities."""
+def reference(shipped, tmp_path_factory):
+    """A version 1 file with probabilities holding the shipped file's arrays (the shipped
+    probabilities, or rank_probs where it has none)."""
+    probs = shipped.probs if shipped.probs is not None else rank_probs(shipped.indptr)
+    path = tmp_path_factory.mktemp("v1") / "shortlist.bin"
+    Shortlist(shipped.vocab_size, shipped.frequent, shipped.indptr, shipped.targets, probs,
+              best=shipped.best, first_fill_id=shipped.first_fill_id).save(path, version=1)
+    return path
+
+
+@pytest.fixture(scope="module")
+def v1(reference):
+    return Shortlist.load(reference)
+
+
+@pytest.fixture(scope="module")
+def v2_files(reference, tmp_path_factory):
+    """The reference rewritten as version 2, with and without probabilities."""
     d = tmp_path_factory.mktemp("v2")
-    rewrite(SHIPPED, d / "probs.bin")
-    rewrite(SHIPPED, d / "noprobs.bin", drop_probs=True)
+    rewrite(reference, d / "probs.bin")
+    rewrite(reference, d / "noprobs.bin", drop_probs=True)
     return {"probs": d / "probs.bin", "noprobs": d / "noprobs.bin"}
 
 
@@ -60,10 +92,32 @@ def header(path: Path) -> dict:
     return out
 
 
+def layout_bytes(sl: Shortlist, id_bytes: int, offset_bytes: int, probs: bool) -> int:
+    """File size by export/SHORTLIST_FORMAT.md: the 128-byte header, then each section
+    padded to a multiple of 64."""
+    pad = lambda n: -(-n // 64) * 64  # noqa: E731
+    N, V, T = sl.frequent.size, sl.vocab_size, sl.targets.size
+    return 128 + pad(id_bytes * N) + pad(offset_bytes * (V + 1)) + pad(id_bytes * T) + (pad(4 * T) if probs else 0)
+
+
 # ---------------------------------------------------------------- same content as version 1
-def test_shipped_file_is_version_1_and_still_loads(v1):
-    assert header(SHIPPED)["version"] == 1
-    assert (v1.vocab_size, v1.targets.size, v1.probs is not None) == (8000, 312114, True)
+def test_shipped_file_is_a_known_form_of_the_en_de_shortlist(shipped):
+    """Shipped as version 1 with probabilities until issue 14, then as version 2 (written by
+    `export.shortlist rewrite --drop-probs`, so without them; with them is allowed too).
+    Either way it is en-de's: its vocabulary, the special ids always kept, and a
+    plausible number of entries (312 114 when this was written; 100 per row at most)."""
+    h = header(SHIPPED)
+    assert (h["version"], shipped.probs is not None) in {(1, True), (2, True), (2, False)}
+    import sentencepiece
+
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(MODELS / "en-de" / "spm.model"))
+    vocab_size = json.loads((MODELS / "en-de" / "config.json").read_text())["vocab_size"]
+    assert shipped.vocab_size == vocab_size == sp.get_piece_size()
+    assert {1, 2, 3} <= set(shipped.frequent.tolist()) and 0 < shipped.best <= 148
+    rows = np.count_nonzero(np.diff(shipped.indptr.astype(np.int64)))
+    # Source ids never seen in training have no row; most of en-de's do (3959 of 8000).
+    assert rows >= shipped.vocab_size // 3, rows
+    assert 10 * rows <= shipped.targets.size <= shipped.best * rows, (shipped.targets.size, rows)
 
 
 @pytest.mark.parametrize("kind", ["probs", "noprobs"])
@@ -85,7 +139,7 @@ def test_version_2_bytes_follow_the_documented_layout(v1, v2_files, kind):
     assert np.frombuffer(data, "<u2", T, h["targets"][0]).tolist() == v1.targets.tolist()
     if kind == "probs":
         assert np.frombuffer(data, "<f4", T, h["probs"][0]).tobytes() == v1.probs.tobytes()
-    assert len(data) == {"probs": 1905216, "noprobs": 656704}[kind]  # 2561664 as version 1
+    assert len(data) == layout_bytes(v1, 2, 4, kind == "probs")  # en-de's: 1905216 / 656704
 
 
 @pytest.mark.parametrize("kind", ["probs", "noprobs"])
@@ -104,12 +158,12 @@ def test_version_2_gives_version_1_candidates(v1, v2_files, sentences, kind):
         assert v2.probs.tobytes() == v1.probs.tobytes()
 
 
-def test_engine_decodes_the_same_with_version_2(v2_files, sentences):
+def test_engine_decodes_the_same_with_version_2(reference, v2_files, sentences):
     from pyfastdec.backends.native import NativeBackend
     from pyfastdec.decoding import greedy
 
     sources = sentences[:40]
-    old = NativeBackend(MODELS / "en-de", threads=1, shortlist=True)
+    old = NativeBackend(MODELS / "en-de", threads=1, shortlist=reference)
     new = NativeBackend(MODELS / "en-de", threads=1, shortlist=v2_files["noprobs"])
     expected = [out for i in range(len(sources)) for out in greedy(old, sources[i:i + 1])[0]]
     for batch in (1, 16):
@@ -120,9 +174,19 @@ def test_engine_decodes_the_same_with_version_2(v2_files, sentences):
     assert greedy(full, sources)[0] != expected
 
 
-def test_version_1_is_still_written_on_request(v1, tmp_path):
+def test_version_1_is_still_written_on_request(shipped, reference, v1, tmp_path):
+    data, h = reference.read_bytes(), header(reference)
+    N, T, V = v1.frequent.size, v1.targets.size, v1.vocab_size
+    assert (h["version"], h["flags"], h["id_bytes"], h["offset_bytes"], h["reserved"]) == (1, 1, 0, 0, 0)
+    assert len(data) == h["file_bytes"] == layout_bytes(v1, 4, 8, True)  # en-de's: 2561664
+    # Version 1's fixed widths (u32 ids, u64 offsets), read with plain numpy at the header's offsets.
+    assert np.frombuffer(data, "<u4", N, h["frequent"][0]).tolist() == shipped.frequent.tolist()
+    assert np.frombuffer(data, "<u8", V + 1, h["index"][0]).tolist() == shipped.indptr.tolist()
+    assert np.frombuffer(data, "<u4", T, h["targets"][0]).tolist() == shipped.targets.tolist()
+    if header(SHIPPED)["version"] == 1:  # written by export.shortlist before version 2 existed
+        assert data == SHIPPED.read_bytes()
     v1.save(tmp_path / "old.bin", version=1)
-    assert (tmp_path / "old.bin").read_bytes() == SHIPPED.read_bytes()
+    assert (tmp_path / "old.bin").read_bytes() == data
     with pytest.raises(ValueError, match=r"^version: 3 cannot be written"):
         v1.save(tmp_path / "new.bin", version=3)
 
@@ -232,14 +296,15 @@ def test_wide_vocabulary_is_written_with_u32_ids(tmp_path):
 
 
 # ---------------------------------------------------------------- command lines
-def test_rewrite_command(tmp_path, capsys):
+def test_rewrite_command(reference, v1, tmp_path, capsys):
     out = tmp_path / "s.bin"
-    assert shortlist_main(["rewrite", str(SHIPPED), str(out), "--drop-probs"]) == 0
-    assert "2561664 -> 656704 bytes" in capsys.readouterr().err
+    assert shortlist_main(["rewrite", str(reference), str(out), "--drop-probs"]) == 0
+    sizes = f"{reference.stat().st_size} -> {layout_bytes(v1, 2, 4, False)} bytes"  # en-de's: 2561664 -> 656704
+    assert sizes in capsys.readouterr().err
     assert Shortlist.load(out).probs is None
     assert shortlist_main(["rewrite", str(out), str(out), "--version", "1"]) == 0  # in place
     h = header(out)
-    assert (h["version"], h["flags"], h["file_bytes"]) == (1, 0, 1313152)
+    assert (h["version"], h["flags"], h["file_bytes"]) == (1, 0, layout_bytes(v1, 4, 8, False))  # 1313152
     assert shortlist_main(["rewrite", str(tmp_path / "missing.bin"), str(out)]) == 1
     assert "missing.bin" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.bin"]  # no temporary files left
