@@ -280,9 +280,12 @@ def main(argv=None) -> None:
     report_path = run / "report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else {"val_bleu": {}}
 
-    def val_bleu(model, key: str) -> float:
-        if key not in report["val_bleu"]:
+    def val_bleu(model, key: str, step: int = 0) -> float:
+        """Scored once per stage state: a later run with a larger budget (more steps) scores again."""
+        stamps = report.setdefault("val_steps", {})
+        if key not in report["val_bleu"] or stamps.get(key, 0) != step:
             report["val_bleu"][key] = score(model, sp, val_pairs)[0]
+            stamps[key] = step
             report_path.write_text(json.dumps(report, indent=2))
         log(f"val {'block acc' if model.cfg.arch == 'nat-drafter' else 'BLEU'} {key}: {report['val_bleu'][key]:.2f}")
         return report["val_bleu"][key]
@@ -328,11 +331,11 @@ def main(argv=None) -> None:
     extra["removed"] = {name: sorted(v) for name, v in removed.items()}
     group_lasso_prox(sets, {}, 0.0, removed)  # the removed groups exactly zero
     lasso.save()
-    val_bleu(model, "lasso")
+    val_bleu(model, "lasso", lasso.step)
 
     # ---- 2. slice
     sliced = slice_model(model, extra["removed"])
-    val_bleu(sliced, "sliced")
+    val_bleu(sliced, "sliced", lasso.step)
 
     # ---- 3. finetune
     fine = Stage("finetune", run, sliced, recipe, args.lr, args.finetune_minutes, batcher, args.seed + 1, block_sizes)
@@ -340,7 +343,7 @@ def main(argv=None) -> None:
     if not fine.done():
         fine.run(lambda frac: args.lr * min(1.0, (fine.step + 1) / warm) * max(0.0, 1.0 - frac))
     sliced.eval()
-    val_bleu(sliced, "finetuned")
+    val_bleu(sliced, "finetuned", fine.step)
 
     # ---- 4. write
     calib = [(sp.encode(s), sp.encode(t)) for s, t in val_pairs]
