@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import torch
 
+from pyfastdec.model_dir import MAX_ACTIVATION_SCALE
+
 from .decode import pad_batch
 from .modeling import Seq2Seq
 from .writer import quantized_linears
@@ -69,5 +71,7 @@ def calibrate(model: Seq2Seq, pairs: list[tuple[list[int], list[int]]], batch_si
         if vals.numel() == 0:
             raise ValueError(f"calibration never reached linear {n}")
         std = vals.std(unbiased=False) if vals.numel() > 1 else torch.tensor(0.0, dtype=torch.float64)
-        scales[n] = float(127.0 / max(float(vals.mean() + 1.1 * std), 1e-12))
+        # An input that is (almost) always zero -- e.g. a pruned FFN whose remaining units
+        # never fire -- rounds to 0 at any multiplier; the format's largest one keeps it valid.
+        scales[n] = min(float(127.0 / max(float(vals.mean() + 1.1 * std), 1e-12)), MAX_ACTIVATION_SCALE)
     return scales

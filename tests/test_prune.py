@@ -211,3 +211,23 @@ def test_pruned_model_runs_in_the_onnx_export(pruned_verifier, spm, tmp_path):
     sources = task_sources(20, seed=13)
     assert greedy(OnnxBackend(tmp_path / "onnx", threads=1), sources)[0] == \
         greedy(TorchBackend(pruned_verifier), sources)[0]
+
+
+def test_a_dead_ffn_calibrates_to_a_valid_int8_directory(spm, tmp_path):
+    """Pruning can leave a layer whose remaining FFN units never fire (the drafter's
+    encoder layer 1 did): its fc2 input is all zeros, calibration must still give a
+    multiplier the format accepts, and the int8 model decodes like the float one."""
+    from export.calibrate import calibrate
+    from pyfastdec.model_dir import MAX_ACTIVATION_SCALE
+
+    model = tiny_model(seed=17)
+    with torch.no_grad():
+        model.encoder.layers[0].ffn.fc1.bias.fill_(-100.0)  # relu(x W + b) = 0 for every input
+    pairs = [(s[:-1], s[:-1][::-1]) for s in random_sources(30, seed=18)]
+    scales = calibrate(model, pairs)
+    assert scales["encoder.layers.0.ffn.fc2"] == MAX_ACTIVATION_SCALE
+    path = write_model_dir(model, spm, tmp_path / "i8", act_scales=scales, int8=True)
+    sources = random_sources(8, seed=19)
+    want, _ = greedy(TorchBackend(model), sources)
+    got, _ = greedy(NativeBackend(path, threads=1), sources)
+    assert sum(a == b for a, b in zip(got, want)) >= 6
