@@ -217,7 +217,7 @@ def report_markdown(report: dict) -> str:
         lines.append(f"| {row['layer']} | {row['heads'][0]} -> {row['heads'][1]} | {row['ffn'][0]} -> {row['ffn'][1]} |")
     lines.append("")
     lines.append(f"parameters {report['parameters'][0]:,} -> {report['parameters'][1]:,}; forced removals "
-                 f"{report['forced']}; val BLEU source {report['val_bleu']['source']:.2f}, after lasso "
+                 f"{report['forced']}; val {report['metric']} source {report['val_bleu']['source']:.2f}, after lasso "
                  f"{report['val_bleu']['lasso']:.2f}, sliced {report['val_bleu']['sliced']:.2f}, "
                  f"fine-tuned {report['val_bleu']['finetuned']:.2f}")
     return "\n".join(lines) + "\n"
@@ -356,7 +356,8 @@ def main(argv=None) -> None:
     shortlist = args.model_dir / "shortlist.bin"
     if shortlist.exists():
         shutil.copyfile(shortlist, out / "shortlist.bin")
-    report.update(source=str(args.model_dir), keep=keep, targets=targets, forced=extra["forced"],
+    report.update(source=str(args.model_dir), metric="block acc" if sliced.cfg.arch == "nat-drafter" else "BLEU",
+                  keep=keep, targets=targets, forced=extra["forced"],
                   removed=extra["removed"], layers=layer_table(cfg_before, sliced.cfg),
                   parameters=[params_before, count_params(sliced)],
                   lasso={"steps": lasso.step, "minutes": lasso.spent / 60, "strength": args.strength,
