@@ -147,14 +147,19 @@ def test_scores_of_a_paragraph_average_over_all_its_sentences(en_de, flickr):
     assert score == pytest.approx(sum(s * n for (_, s), n in zip(scored, lengths)) / sum(lengths), abs=1e-5)
 
 
-def test_n_best_of_a_paragraph_joins_the_kth_hypotheses_of_its_sentences(en_de, flickr):
+@pytest.mark.parametrize("first, last", [(3, 5), (3, 6)])
+def test_n_best_of_a_paragraph_joins_the_kth_hypotheses_of_its_sentences(en_de, flickr, first, last):
     sentences, _ = flickr
-    group = sentences[3:6]
+    group = sentences[first:last]
     per_sentence = [beam_search(en_de.verifier, [en_de.tokenizer.encode(s) + [en_de.eos]], beam_size=3, nbest=2)
                     [0][0] for s in group]
     hyps = en_de.translate(" ".join(group), algo="beam", beam_size=3, n_best=2, return_scores=True)
+    # Beam search may finish a sentence with fewer than n_best hypotheses (up to n_best,
+    # as documented): the paragraph has as many as its sentence with the fewest.
+    depth = min(len(p) for p in per_sentence)
+    assert len(hyps) == depth
     assert [t for t, _ in hyps] == [" ".join(en_de.tokenizer.decode(p[k].tokens) for p in per_sentence)
-                                    for k in range(2)]
+                                    for k in range(depth)]
     for k, (_, score) in enumerate(hyps):
         n = [len(p[k].tokens) + 1 for p in per_sentence]
         np.testing.assert_allclose(score, sum(p[k].score * m for p, m in zip(per_sentence, n)) / sum(n),
