@@ -31,7 +31,7 @@ What CTranslate2 cannot express is refused with a ValueError naming the config f
 SSRU decoders (`decoder.self`) and nat-drafter models (`arch`). Head counts that differ
 between the layers of one stack (pruned models) are padded: CTranslate2 has one
 `num_heads` per encoder and per decoder, so layers with fewer heads get zero heads up to
-the stack's largest count (`pad_heads`), which computes exactly the same function.
+the stack's largest count (`pad_layers`), which computes exactly the same function.
 Encoder and decoder may differ from each other.
 
 Greedy decoding equivalent to ours: `translate_batch(pieces, beam_size=1,
@@ -83,7 +83,7 @@ def _import_ctranslate2():
 # ----------------------------------------------------------------------------- checks
 def check_convertible(config: ModelConfig) -> tuple[int, int]:
     """(encoder heads, decoder heads) CTranslate2 will run: the most heads of any layer of
-    each stack (pad_heads fills the others up with zero heads), or a ValueError naming
+    each stack (pad_layers fills the others up with zero heads), or a ValueError naming
     what CTranslate2 cannot run."""
     if config.arch != "transformer":
         raise ValueError(f"arch = {config.arch!r}: only autoregressive \"transformer\" models convert "
@@ -94,28 +94,41 @@ def check_convertible(config: ModelConfig) -> tuple[int, int]:
     return max(l.heads for l in config.encoder_layers), max(l.heads for l in config.decoder_layers)
 
 
-def pad_heads(w: dict[str, np.ndarray], config: ModelConfig, enc_heads: int, dec_heads: int) -> list[str]:
-    """CTranslate2 has one num_heads per stack; a pruned layer with fewer heads gets zero
-    heads appended (zero q/k/v rows and biases, zero o columns). A zero head's values are
-    0, so its context is 0 and the layer computes exactly what it did: the same function,
-    with CTranslate2 doing the padded heads' work. Returns the layers padded."""
+def pad_layers(w: dict[str, np.ndarray], config: ModelConfig, enc_heads: int, dec_heads: int,
+               enc_ffn: int | None = None, dec_ffn: int | None = None) -> list[str]:
+    """Pad pruned layers up to one size per stack, for engines with one head count (and,
+    Marian, one FFN size) per stack. A zero head (zero q/k/v rows and biases, zero o
+    columns) has values 0, so its context is 0; a zero FFN unit (zero fc1 row and bias,
+    zero fc2 column) has act(0) = 0 for relu and swish: each padded layer computes exactly
+    what it did, the other engine doing the padding's work. Returns the layers padded."""
     hd, padded = config.head_dim, []
-    for stack, layers, heads in (("encoder", config.encoder_layers, enc_heads),
-                                 ("decoder", config.decoder_layers, dec_heads)):
+
+    def grow(name: str, rows: int, axis: int) -> None:
+        shape = list(w[name].shape)
+        shape[axis] = rows
+        w[name] = np.concatenate([w[name], np.zeros(shape, np.float32)], axis=axis)
+
+    for stack, layers, heads, ffn in (("encoder", config.encoder_layers, enc_heads, enc_ffn),
+                                      ("decoder", config.decoder_layers, dec_heads, dec_ffn)):
         attns = ("self_attn",) if stack == "encoder" else ("self_attn", "cross_attn")
         for i, layer in enumerate(layers):
+            name = f"{stack}.layers.{i}"
             extra = (heads - layer.heads) * hd
-            if extra == 0:
-                continue
-            padded.append(f"{stack}.layers[{i}] ({layer.heads} -> {heads} heads)")
-            for attn in attns:
-                name = f"{stack}.layers.{i}.{attn}"
-                for p in ("q", "k", "v"):
-                    weight = w[f"{name}.{p}.weight"]
-                    w[f"{name}.{p}.weight"] = np.concatenate([weight, np.zeros((extra, weight.shape[1]), np.float32)])
-                    w[f"{name}.{p}.bias"] = np.concatenate([w[f"{name}.{p}.bias"], np.zeros(extra, np.float32)])
-                o = w[f"{name}.o.weight"]
-                w[f"{name}.o.weight"] = np.concatenate([o, np.zeros((o.shape[0], extra), np.float32)], axis=1)
+            if extra > 0:
+                padded.append(f"{name} ({layer.heads} -> {heads} heads)")
+                for attn in attns:
+                    if f"{name}.{attn}.q.weight" not in w:  # an SSRU decoder has no self_attn
+                        continue
+                    for p in ("q", "k", "v"):
+                        grow(f"{name}.{attn}.{p}.weight", extra, 0)
+                        grow(f"{name}.{attn}.{p}.bias", extra, 0)
+                    grow(f"{name}.{attn}.o.weight", extra, 1)
+            units = (ffn or layer.ffn) - layer.ffn
+            if units > 0:
+                padded.append(f"{name} ({layer.ffn} -> {ffn} FFN units)")
+                grow(f"{name}.ffn.fc1.weight", units, 0)
+                grow(f"{name}.ffn.fc1.bias", units, 0)
+                grow(f"{name}.ffn.fc2.weight", units, 1)
     return padded
 
 
@@ -206,7 +219,7 @@ def build_spec(model: ModelDir, max_positions: int = DEFAULT_MAX_POSITIONS):
         raise ValueError(f"max_positions = {max_positions} < max_source_len = {cfg.max_source_len}: "
                          f"the position table must cover the longest source the model was trained on")
     w = float_weights(model)
-    pad_heads(w, cfg, enc_heads, dec_heads)
+    pad_layers(w, cfg, enc_heads, dec_heads)
     fill = _Filler(w)
     pre = cfg.norm == "pre"
     positions = sinusoidal_table(max_positions, cfg.d_model, cfg.positions)

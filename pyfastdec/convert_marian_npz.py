@@ -57,7 +57,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pyfastdec.convert import float_weights
+from pyfastdec.convert import float_weights, pad_layers
 from pyfastdec.model_dir import ModelConfig, ModelDir
 from pyfastdec.shortlist import Shortlist
 from pyfastdec.staging import staged_dir
@@ -68,20 +68,25 @@ SHORTLIST_FILE = "lex.s2t"
 DECODER_YML = "decoder.yml"
 
 
-def _same(values, field: str) -> int:
-    for i, v in enumerate(values):
-        if v != values[0]:
-            raise ValueError(f"{field.format(i=i)} = {v} but {field.format(i=0)} = {values[0]}: Marian has one "
-                             f"value for all layers, so this model cannot be converted to Marian")
-    return values[0]
-
-
 def zero_start(cfg: ModelConfig, embed: np.ndarray) -> bool:
     """Whether the model starts its decoder from Marian's zero embedding: bos is the last
     id, never generated, with an all-zero row (what `convert marian-npz-in` writes). That
     id is then left out of the Marian model, which starts from zeros by itself."""
     bos = cfg.tokens["bos"]
     return bos == cfg.vocab_size - 1 and bos in cfg.suppress and not np.any(embed[bos])
+
+
+def marian_shapes(cfg: ModelConfig) -> tuple[int, int, int]:
+    """(transformer-heads, encoder FFN size, decoder FFN size). Marian has one head count,
+    which must split d_model, and one FFN size per stack: pruned layers are padded up to
+    them with zero heads and units (pyfastdec.convert.pad_layers), the same function."""
+    heads = max(l.heads for l in cfg.encoder_layers + cfg.decoder_layers)
+    if cfg.d_model % cfg.head_dim or heads > cfg.d_model // cfg.head_dim:
+        raise ValueError(f"encoder/decoder layers[i].heads up to {heads}, head_dim = {cfg.head_dim}, d_model = "
+                         f"{cfg.d_model}: Marian's attention splits d_model into transformer-heads heads of "
+                         f"d_model / heads, so heads * head_dim must be able to equal d_model")
+    return (cfg.d_model // cfg.head_dim, max(l.ffn for l in cfg.encoder_layers),
+            max(l.ffn for l in cfg.decoder_layers))
 
 
 def marian_options(cfg: ModelConfig, vocab_size: int | None = None) -> dict:
@@ -93,12 +98,7 @@ def marian_options(cfg: ModelConfig, vocab_size: int | None = None) -> dict:
         raise ValueError(f"activation = {cfg.activation!r}: only \"relu\" and \"swish\" convert to Marian")
     vocab_size = vocab_size or cfg.vocab_size
     enc, dec = cfg.encoder_layers, cfg.decoder_layers
-    heads = _same([l.heads for l in enc] + [l.heads for l in dec], "encoder/decoder layers[{i}].heads")
-    if heads * cfg.head_dim != cfg.d_model:
-        raise ValueError(f"heads * head_dim = {heads} * {cfg.head_dim} != d_model = {cfg.d_model}: Marian's "
-                         f"attention splits d_model into transformer-heads heads")
-    enc_ffn = _same([l.ffn for l in enc], "encoder.layers[{i}].ffn")
-    dec_ffn = _same([l.ffn for l in dec], "decoder.layers[{i}].ffn")
+    heads, enc_ffn, dec_ffn = marian_shapes(cfg)
     pre = cfg.norm == "pre"
     return {
         "type": "transformer", "dim-vocabs": [vocab_size, vocab_size], "dim-emb": cfg.d_model,
@@ -129,6 +129,8 @@ def marian_tensors(model: ModelDir) -> dict[str, np.ndarray]:
     """Marian parameter name -> float32 array (Marian's [in, out] weights, [1, n] vectors)."""
     cfg = model.config
     w = float_weights(model)
+    heads, enc_ffn, dec_ffn = marian_shapes(cfg)
+    pad_layers(w, cfg, heads, heads, enc_ffn, dec_ffn)
     # A "marian" (or "halves") table already has Marian's [sin | cos] layout.
     perm = stream_permutation(cfg.d_model) if cfg.positions == "interleaved" else np.arange(cfg.d_model)
     if zero_start(cfg, w["embed.weight"]):

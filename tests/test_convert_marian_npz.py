@@ -58,9 +58,23 @@ def teacher_forced(model: Seq2Seq, source, target) -> np.ndarray:
         return model(src, tgt)[0].double().numpy()
 
 
+def pruned_model(decoder_self: str, seed: int = 0) -> Seq2Seq:
+    """tiny_config's per-layer shapes (heads 2 and 4, FFN 24, 32, 16, 40), as pruning
+    leaves them: the converter pads them with zero heads and units."""
+    model = uniform_model(decoder_self, seed)
+    torch.manual_seed(seed)
+    pruned = Seq2Seq(tiny_config(decoder_self=decoder_self)).eval()
+    with torch.no_grad():
+        for name, p in pruned.named_parameters():
+            if "ln" in name or name == "output.bias":
+                p.copy_(dict(model.named_parameters())[name])
+    return pruned
+
+
+@pytest.mark.parametrize("shapes", ["uniform", "pruned"])
 @pytest.mark.parametrize("decoder_self", ["ssru", "attention"])
-def test_npz_computes_our_model_under_marian_semantics(spm, tmp_path, decoder_self):
-    model = uniform_model(decoder_self)
+def test_npz_computes_our_model_under_marian_semantics(spm, tmp_path, decoder_self, shapes):
+    model = (uniform_model if shapes == "uniform" else pruned_model)(decoder_self)
     out = to_marian_npz(write_model_dir(model, spm, tmp_path / "fastdec"), tmp_path / "marian")
     tensors = load_npz(out / "model.npz")
     options = marian_options(ModelDir.load(tmp_path / "fastdec").config)
@@ -124,10 +138,11 @@ def test_lexical_shortlist_gives_our_candidates(spm):
 
 
 def test_refusals_name_the_field(spm, tmp_path):
-    cfg = tiny_config(decoder_self="ssru")  # per-layer heads 2, 4
+    cfg = tiny_config(decoder_self="ssru")  # per-layer heads 2, 4 of head_dim 6: 24 > d_model 16
+    cfg.head_dim = 6
     torch.manual_seed(1)
     path = write_model_dir(Seq2Seq(cfg).eval(), spm, tmp_path / "pruned")
-    with pytest.raises(ValueError, match=r"layers\[1\]\.heads = 4 .*Marian has one value"):
+    with pytest.raises(ValueError, match=r"heads up to 4, head_dim = 6, d_model = 16: Marian's attention"):
         to_marian_npz(path, tmp_path / "out")
     assert not (tmp_path / "out").exists()
     assert not list(tmp_path.glob(".out.*"))  # no temporary directory left behind
