@@ -104,10 +104,11 @@ def measure_drafter(name: str, verifiers: tuple[Path, Path], drafters: tuple[Pat
     tokens = {}
     pairs = {"before": (verifiers[0], drafters[0]), "after": (verifiers[1], drafters[1])}
     made = {side: (backend(v, threads), backend(d, threads)) for side, (v, d) in pairs.items()}
+    sources = {side: data.tokenize(test.sources[:latency_n], v / "spm.model") for side, (v, _) in pairs.items()}
     for r in range(repeats):
         for side in (["before", "after"] if r % 2 == 0 else ["after", "before"]):
             verifier, drafter = made[side]
-            srcs = data.tokenize(test.sources[:latency_n], pairs[side][0] / "spm.model")
+            srcs = sources[side]
             start, generated, iterations = time.perf_counter(), 0, 0
             for s in srcs:
                 _, stats = gad(verifier, drafter, [s])

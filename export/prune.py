@@ -79,6 +79,11 @@ def parse_keep(text: str) -> dict[str, float]:
     return keep
 
 
+def layer_floor(gs, min_ffn: int) -> int:
+    """Groups a layer keeps at least: one head, or min_ffn FFN units (all if it has fewer)."""
+    return 1 if gs.kind.endswith("heads") else min(min_ffn, gs.count)
+
+
 def removal_targets(sets, keep: dict[str, float], min_ffn: int) -> dict[str, int]:
     """How many groups of each kind to remove: round(count * (1 - keep)), within what the
     per-layer minimums allow."""
@@ -86,7 +91,7 @@ def removal_targets(sets, keep: dict[str, float], min_ffn: int) -> dict[str, int
     for kind in KINDS:
         mine = [gs for gs in sets if gs.kind == kind]
         total = sum(gs.count for gs in mine)
-        floor = sum(1 if kind.endswith("heads") else min(min_ffn, gs.count) for gs in mine)
+        floor = sum(layer_floor(gs, min_ffn) for gs in mine)
         out[kind] = min(round(total * (1 - keep[kind])), total - floor)
     return out
 
@@ -108,9 +113,8 @@ def remove_lowest(sets, kind: str, removed: dict[str, set[int]], want: int, min_
     for norm, gs, g in cands:
         if have >= want:
             break
-        floor = 1 if kind.endswith("heads") else min(min_ffn, gs.count)
         gone = removed.setdefault(gs.name, set())
-        if gs.count - len(gone) <= floor:
+        if gs.count - len(gone) <= layer_floor(gs, min_ffn):
             continue
         gone.add(g)
         have += 1

@@ -61,14 +61,6 @@ void quantize_rows(const float* w, int out, int in, int8_t* q, float* scales) {
   }
 }
 
-Linear Linear::quantized_from_float(const KernelTable& kernels, const float* w, int out, int in,
-                                    const float* bias, bool keep_rows) {
-  std::vector<int8_t> q(static_cast<size_t>(out) * in);
-  std::vector<float> scales(static_cast<size_t>(out));
-  quantize_rows(w, out, in, q.data(), scales.data());
-  return from_int8(kernels, q.data(), scales.data(), out, in, bias, keep_rows);
-}
-
 Linear Linear::from_int8(const KernelTable& kernels, const int8_t* q, const float* scales, int out, int in,
                          const float* bias, bool keep_rows) {
   Linear l;

@@ -30,12 +30,9 @@ class Linear {
   // the calibrated input multiplier, 0 quantises each row dynamically.
   Linear(const KernelTable& kernels, const TensorLookup& lookup, const std::vector<LinearPart>& parts,
          int in, bool int8, float act_scale);
-  // A float32 matrix [out, in] quantised per row here (the tied output layer in int8
-  // mode). keep_rows allows column subsets (shortlists).
-  static Linear quantized_from_float(const KernelTable& kernels, const float* w, int out, int in,
-                                     const float* bias, bool keep_rows);
   // An int8 matrix [out, in] with per-row scales as stored (w ~= q * scale[row]); the
-  // int8 tied embedding of export/FORMAT.md, used as is (no re-quantisation).
+  // int8 tied embedding of export/FORMAT.md, used as is (no re-quantisation; a float32
+  // one goes through quantize_rows first). keep_rows allows column subsets (shortlists).
   static Linear from_int8(const KernelTable& kernels, const int8_t* q, const float* scales, int out, int in,
                           const float* bias, bool keep_rows);
   static Linear from_float(const KernelTable& kernels, const float* w, int out, int in, const float* bias);
