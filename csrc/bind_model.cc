@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -169,7 +170,8 @@ class PyModel {
   }
 
   py::dict step(PyState& st, const py::handle& tokens_obj, bool argmax, int topk, const py::object& ids_obj,
-                bool logprobs, const py::object& proposals_obj, int heads) {
+                bool logprobs, const py::object& proposals_obj, int heads, const py::object& keep_ids_obj,
+                float edit_margin) {
     const char* fn = "step";
     OpTimer timer(Op::kBinding);
     check_owner(st, "state", fn);
@@ -202,6 +204,21 @@ class PyModel {
         if (ids.data()[i] < 0 || ids.data()[i] >= cfg().vocab_size)
           throw py::value_error("step: ids has id " + std::to_string(ids.data()[i]) + ", outside the vocabulary");
       req.ids = ids.data();
+    }
+    py::array_t<int64_t> keep_ids;
+    if (!keep_ids_obj.is_none()) {
+      if (!argmax) throw py::value_error("step: keep_ids need argmax=True (they change the argmax)");
+      if (!(edit_margin >= 0.0f) || !std::isfinite(edit_margin))
+        throw py::value_error("step: edit_margin must be a finite number >= 0, got " + std::to_string(edit_margin));
+      keep_ids = checked_array<int64_t>(keep_ids_obj, {fn, "keep_ids"}, {2});
+      expect_dim(keep_ids, 0, R, {fn, "keep_ids"}, "rows of tokens");
+      expect_dim(keep_ids, 1, n, {fn, "keep_ids"}, "positions of tokens");
+      for (py::ssize_t i = 0; i < keep_ids.size(); ++i)
+        if (keep_ids.data()[i] < -1 || keep_ids.data()[i] >= cfg().vocab_size)
+          throw py::value_error("step: keep_ids has id " + std::to_string(keep_ids.data()[i]) +
+                                ", outside the vocabulary (-1: no kept token)");
+      req.keep_ids = keep_ids.data();
+      req.edit_margin = edit_margin;
     }
     py::array_t<int64_t> draft_lengths;
     const int K = cfg().proposal_heads;
@@ -436,7 +453,8 @@ void bind_model(py::module_& m) {
       .def("start", &PyModel::start, py::arg("memory"))
       .def("step", &PyModel::step, py::arg("state"), py::arg("tokens"), py::kw_only(), py::arg("argmax") = true,
            py::arg("topk") = 0, py::arg("ids") = py::none(), py::arg("logprobs") = false,
-           py::arg("proposals") = py::none(), py::arg("heads") = 0)
+           py::arg("proposals") = py::none(), py::arg("heads") = 0, py::arg("keep_ids") = py::none(),
+           py::arg("edit_margin") = 0.0f)
       .def("truncate", &PyModel::truncate, py::arg("state"), py::arg("lengths"))
       .def("select_state", &PyModel::select_state, py::arg("state"), py::arg("rows"))
       .def("select_memory", &PyModel::select_memory, py::arg("memory"), py::arg("rows"))

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from pyfastdec.backends.base import Draft, StepOut, Want
+from pyfastdec.backends.edit_margin import check_keep_ids, kept_argmax
 from pyfastdec.backends.proposals import accepted_prefix, check_proposals
 
 from .decode import pad_batch
@@ -79,6 +80,8 @@ class TorchBackend:
         lengths = None
         if want.proposals is not None:  # checked before the state changes
             lengths = check_proposals(want, tokens, self.proposal_heads, self.name)
+        if want.keep_ids is not None:
+            check_keep_ids(want.keep_ids, want.edit_margin, tokens.shape, self.vocab_size)
         h = self.model.decode_step(torch.from_numpy(tokens.astype(np.int64)), state.cache)
         logp = torch.log_softmax(self.model.logits(h).float(), dim=-1)
         out = self._outputs(logp, want)
@@ -124,6 +127,11 @@ class TorchBackend:
         out = StepOut()
         if want.argmax:
             out.argmax = logp.argmax(-1).numpy().astype(np.int64)
+            if want.keep_ids is not None:
+                keep = check_keep_ids(want.keep_ids, want.edit_margin, tuple(logp.shape[:2]), logp.shape[-1])
+                out.argmax = kept_argmax(out.argmax, logp.numpy(), keep, want.edit_margin)
+        elif want.keep_ids is not None:
+            raise ValueError("step: Want.keep_ids needs argmax=True (they change the argmax)")
         if want.topk:
             v, i = logp.topk(want.topk, dim=-1)
             out.topk_ids, out.topk_logprobs = i.numpy().astype(np.int64), v.numpy().astype(np.float32)

@@ -240,6 +240,7 @@ class _Options:
     temperature: float
     seed: int
     beam_rule: str = "pyfastdec"  # decoding/beam.py RULES
+    edit_margin: float = 0.0  # greedy / iad: the edit-margin rule (decoding/source_ngrams.py)
 
 
 class ScoredOutput(NamedTuple):
@@ -305,7 +306,8 @@ class Translator:
                   block: int | None = None, beta: int = 1, tau: float = 0.0, *,
                   target_prefix: Sequence | None = None, max_decoding_length: int | None = None,
                   length_penalty: float = 1.0, num_hypotheses: int | None = None, sampling_topk: int = 1,
-                  sampling_temperature: float = 1.0, sampling_seed: int | None = None, beam_rule: str = "pyfastdec"):
+                  sampling_temperature: float = 1.0, sampling_seed: int | None = None, beam_rule: str = "pyfastdec",
+                  edit_margin: float | None = None):
         """Translate `texts` (a list of inputs, or one string) in input order.
 
         An input is raw text (str), or a list of sentencepiece pieces, or a list of token
@@ -325,6 +327,11 @@ class Translator:
         length_penalty: beam search ranks hypotheses by sum(log p) / length^length_penalty
             (length counting EOS); the returned scores are normalised the same way for
             every algorithm (1.0: the average log-prob per token).
+        edit_margin: with algo "greedy" or "iad" (a correction model): keep the source token
+            copying would write next unless the model's top-1 beats it by this many nats
+            (decoding/source_ngrams.py; raises precision, IAD still equals greedy with the
+            same margin); None (default): the model's config.json "decoding.edit_margin"
+            for those two algos (0 when absent), else 0.
         n_best (or num_hypotheses, CTranslate2's name): with algo "beam", up to n_best
             outputs per input, best first.
         beam_rule: when beam search stops (decoding/beam.py): "pyfastdec" (default: at
@@ -355,7 +362,7 @@ class Translator:
         prefixes = None if target_prefix is None else [target_prefix] if single else target_prefix
         opts = self._options(algo, beam_size, batch_size, n_best, return_scores, block, beta, tau,
                              max_decoding_length, length_penalty, num_hypotheses, sampling_topk,
-                             sampling_temperature, sampling_seed, beam_rule)
+                             sampling_temperature, sampling_seed, beam_rule, edit_margin, prefixes)
         hyps, kinds, stats, splits = self._run(items, prefixes, opts)
         for warning in splits:
             warnings.warn(warning, stacklevel=2)
@@ -370,7 +377,7 @@ class Translator:
         if isinstance(texts, str):
             raise TypeError("translate_scored: texts is a str, expected a list of inputs")
         prefixes = options.pop("target_prefix", None)
-        opts = self._options(**{**options, "return_scores": True})
+        opts = self._options(**{**options, "return_scores": True}, target_prefix=prefixes)
         hyps, kinds, stats, splits = self._run(list(texts), prefixes, opts)
         for warning in splits:
             warnings.warn(warning, stacklevel=2)
@@ -399,17 +406,21 @@ class Translator:
         from pyfastdec.streaming import translate_file
         return translate_file(self, input_path, output_path, target_prefix_path, batch_size, read_ahead, options)
 
-    def correct(self, texts: Sequence[str] | str, batch_size: int = 32, return_stats: bool = False):
+    def correct(self, texts: Sequence[str] | str, batch_size: int = 32, return_stats: bool = False,
+                edit_margin: float | None = None):
         """Correct `texts` with input-guided aggressive decoding (IAD; = greedy output):
         meant for a correction model, whose output mostly copies its input. Sentence by
         sentence, as translate: the shipped uk-gec, given whole lines of 2-6 UA-GEC test
-        sentences, returned 736 of 946 sentences (every sentence, split first)."""
-        return self.translate(texts, algo="iad", batch_size=batch_size, return_stats=return_stats)
+        sentences, returned 736 of 946 sentences (every sentence, split first).
+        edit_margin: as in translate (default: the model's own, chosen on its val set)."""
+        return self.translate(texts, algo="iad", batch_size=batch_size, return_stats=return_stats,
+                              edit_margin=edit_margin)
 
     # ---- internals
     def _options(self, algo=None, beam_size=1, batch_size=32, n_best=1, return_scores=False, block=None,
                  beta=1, tau=0.0, max_decoding_length=None, length_penalty=1.0, num_hypotheses=None,
-                 sampling_topk=1, sampling_temperature=1.0, sampling_seed=None, beam_rule="pyfastdec") -> _Options:
+                 sampling_topk=1, sampling_temperature=1.0, sampling_seed=None, beam_rule="pyfastdec",
+                 edit_margin=None, target_prefix=None) -> _Options:
         """The checked options of one call; ValueError/TypeError naming the bad one."""
         if num_hypotheses is not None:
             if n_best != 1 and n_best != num_hypotheses:
@@ -447,7 +458,25 @@ class Translator:
             int(np.random.SeedSequence().entropy) if algo == "sample" else 0
         return _Options(algo, beam_size, batch_size, n_best, return_scores, block, beta, tau,
                         None if max_decoding_length is None else int(max_decoding_length), float(length_penalty),
-                        int(sampling_topk), float(sampling_temperature), seed, beam_rule)
+                        int(sampling_topk), float(sampling_temperature), seed, beam_rule,
+                        self._edit_margin(algo, edit_margin, target_prefix))
+
+    def _edit_margin(self, algo: str, edit_margin, target_prefix) -> float:
+        """The checked edit margin of a call: explicit, or the model's own for greedy/iad."""
+        if edit_margin is None:
+            if algo not in ("greedy", "iad") or target_prefix is not None:
+                return 0.0
+            return self.model_dir.config.edit_margin
+        if isinstance(edit_margin, bool) or not isinstance(edit_margin, (int, float)) \
+                or not math.isfinite(edit_margin) or edit_margin < 0:
+            raise ValueError(f"edit_margin must be a finite number >= 0 (nats), got {edit_margin!r}")
+        if edit_margin and algo not in ("greedy", "iad"):
+            raise ValueError(f"edit_margin={edit_margin}: the edit-margin rule applies to algo 'greedy' and 'iad' "
+                             f"only, got {algo!r}")
+        if edit_margin and target_prefix is not None:
+            raise ValueError(f"edit_margin={edit_margin} with target_prefix: the rule aligns the output with its "
+                             f"source from the first token; give one or the other")
+        return float(edit_margin)
 
     def _check_options(self, algo, beam_size, batch_size, n_best, block, beta, tau) -> None:
         if algo not in ALGOS:
@@ -634,11 +663,11 @@ class Translator:
             outs, stats = sample(verifier, src, [[opts.seed, *key] for key in seeds], opts.topk,
                                  opts.temperature, max_len)
         elif algo == "greedy":
-            outs, stats = greedy(verifier, src, max_len)
+            outs, stats = greedy(verifier, src, max_len, edit_margin=opts.edit_margin)
         elif algo == "iad":
             if self._iad_policy is None:  # one for the Translator's lifetime: costs are learnt once
                 self._iad_policy = SourceDraftLength(self.max_source_len)
-            outs, stats = iad(verifier, src, max_len, policy=self._iad_policy)
+            outs, stats = iad(verifier, src, max_len, policy=self._iad_policy, edit_margin=opts.edit_margin)
         elif algo == "blockwise":
             if self._heads_policy is None:  # one for the Translator's lifetime: costs are learnt once
                 self._heads_policy = SourceDraftLength(self.verifier.proposal_heads)

@@ -105,6 +105,7 @@ class DecodeOptions:
     sampling_temperature: float = 1.0
     sampling_seed: Optional[int] = None
     beam_rule: str = "pyfastdec"
+    edit_margin: Optional[float] = None  # None: the model's own (config.json decoding.edit_margin)
 
     def kwargs(self) -> dict:
         kw = dict(algo=self.algo, beam_size=self.beam_size, batch_size=self.batch_size, n_best=self.n_best,
@@ -116,6 +117,8 @@ class DecodeOptions:
             kw["beta"] = self.beta
         if self.tau is not None:
             kw["tau"] = self.tau
+        if self.edit_margin is not None:
+            kw["edit_margin"] = self.edit_margin
         return kw
 
     def describe(self) -> str:
@@ -130,6 +133,8 @@ class DecodeOptions:
         if self.sampling_topk != 1:
             parts.append(f"sampling top-{self.sampling_topk or 'all'}, temperature {self.sampling_temperature}, "
                          f"seed {self.sampling_seed}")
+        if self.edit_margin is not None:
+            parts.append(f"edit margin {self.edit_margin}")
         if self.max_decoding_length is not None:
             parts.append(f"max decoding length {self.max_decoding_length}")
         if self.length_penalty != 1.0:
@@ -320,6 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Correct text line by line, sentence by sentence, with a correction model "
                                    "(default: the packaged uk-gec), decoding with IAD (output identical to greedy).")
     _add_model_args(p, "correct", drafter=False)
+    p.add_argument("--edit-margin", type=non_negative_float, metavar="M",
+                   help="keep the source token unless the model's best edit beats it by M nats (higher: fewer, "
+                        "surer edits; 0: plain greedy; default: the model's own, config.json decoding.edit_margin)")
     _add_io_args(p)
     p.set_defaults(run=run_translate, role="correct")
 
@@ -369,7 +377,7 @@ def decode_options(args, default: StrategyChoice) -> DecodeOptions:
     """The options of the command line; with no --algo, beam when a beam or n-best list is
     asked for, else the model's default lossless strategy (default_strategy.py)."""
     if args.role == "correct":
-        return DecodeOptions(default.algo, batch_size=args.batch_size)
+        return DecodeOptions(default.algo, batch_size=args.batch_size, edit_margin=args.edit_margin)
     algo = args.algo
     if algo is None:
         wants_beam = args.n_best > 1 or (args.beam_size or 1) > 1

@@ -64,7 +64,7 @@ MIN_VOCAB_COVERAGE = 0.9  # the drafter placeholder's piece in spm.model (export
 
 CONFIG_FIELDS = ("format", "version", "arch", "d_model", "head_dim", "vocab_size", "norm", "activation",
                  "encoder", "decoder", "tokens", "max_source_len", "block_size", "quantization", "heads",
-                 "layer_norm_eps", "positions", "suppress", "tokenizer", "checksum")
+                 "layer_norm_eps", "positions", "suppress", "tokenizer", "decoding", "checksum")
 # config.json "checksum" (optional): sha256 of each file's bytes, and of config.json's own
 # canonical content (CHECKSUM_CONFIG) without the checksum field; see config_digest.
 CHECKSUM_CONFIG = "config"
@@ -152,6 +152,13 @@ class ModelConfig:
     positions: str = "interleaved"
     suppress: tuple[int, ...] = ()  # ids never generated (output bias -inf at load)
     tokenizer: str = "spm"
+    # config.json "decoding" (optional): defaults chosen for this model on its val set.
+    # edit_margin: a correction model's edit must beat keeping the source token by this many
+    # nats (pyfastdec/decoding/keep.py); absent: 0, plain greedy.
+    edit_margin: float = 0.0
+
+
+DECODING_FIELDS = ("edit_margin",)
 
 
 def _show(value: Any) -> str:
@@ -246,6 +253,20 @@ def _parse_eps(r: _ConfigReader, obj: dict) -> float:
         raise r.fail("layer_norm_eps", f"{_show(eps)} (expected a number from {MIN_LAYER_NORM_EPS:g} to "
                      f"{MAX_LAYER_NORM_EPS:g}; absent: {DEFAULT_LAYER_NORM_EPS:g})")
     return float(eps)
+
+
+def _parse_decoding(r: _ConfigReader, obj: dict, arch: str) -> float:
+    """config.json "decoding" -> edit_margin (0.0 when absent)."""
+    if "decoding" not in obj:
+        return 0.0
+    decoding = r.mapping(obj, "decoding", "", 'an object {"edit_margin": ...}')
+    r.only(decoding, DECODING_FIELDS, "decoding.")
+    margin = decoding.get("edit_margin", 0.0)
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin) or margin < 0:
+        raise r.fail("decoding.edit_margin", f"{_show(margin)} (expected a number >= 0: nats an edit must win by)")
+    if margin and arch != "transformer":
+        raise r.fail("decoding.edit_margin", f"{_show(margin)} (a {arch!r} model drafts; it decodes nothing itself)")
+    return float(margin)
 
 
 def _parse_suppress(r: _ConfigReader, obj: dict, vocab_size: int, tokens: dict[str, int]) -> tuple[int, ...]:
@@ -411,10 +432,12 @@ def parse_config(obj: Any, where: str = CONFIG_FILE) -> ModelConfig:
             raise r.fail("block_size", f"{_show(block_size)} (expected no block_size: only arch \"nat-drafter\" has one)")
 
     heads = _parse_heads(r, obj.get("heads"), arch)
+    edit_margin = _parse_decoding(r, obj, arch)
     quant_value = r.field(obj, "quantization", "", "null or an int8 quantization object")
     config = ModelConfig(arch, d_model, head_dim, vocab_size, norm, activation, encoder_layers, decoder_layers,
                          decoder_self, tokens, max_source_len, block_size, quantization=None, heads=heads,
-                         layer_norm_eps=layer_norm_eps, positions=positions, suppress=suppress, tokenizer=tokenizer)
+                         layer_norm_eps=layer_norm_eps, positions=positions, suppress=suppress, tokenizer=tokenizer,
+                         edit_margin=edit_margin)
     if quant_value is not None:
         # Which linears need an activation scale depends on the shapes parsed above.
         config = dataclasses.replace(config, quantization=_parse_quantization(r, quant_value, quantized_linears(config)))

@@ -60,7 +60,8 @@ def translate_iterable(translator, inputs: Iterable, prefixes: Iterable | None, 
     if "return_stats" in options:
         raise TypeError("translate_iterable: return_stats is not taken (the stream has no end to sum to)")
     scores = options.pop("return_scores", False)
-    opts = translator._options(**options, batch_size=batch_size, return_scores=scores)  # checked before reading
+    opts = translator._options(**options, batch_size=batch_size, return_scores=scores,  # checked before reading
+                               target_prefix=prefixes)
 
     def results():
         offset = 0
@@ -103,7 +104,8 @@ def translate_file(translator, input_path: str | os.PathLike, output_path: str |
         raise TypeError("translate_file: return_stats is not taken")
     check_size("batch_size", batch_size, MAX_BATCH_SIZE)
     check_size("read_ahead", read_ahead, MAX_READ_AHEAD)
-    opts = translator._options(**{**options, "return_scores": bool(nbest_format)}, batch_size=batch_size)
+    opts = translator._options(**{**options, "return_scores": bool(nbest_format)}, batch_size=batch_size,
+                               target_prefix=prefix_path)
     lines = _lines(source)
     prefixes = None if prefix_path is None else (p or None for p in _lines(Path(prefix_path)))
     tmp = out.with_name(out.name + ".tmp")

@@ -196,7 +196,8 @@ def uagec_paragraphs():
 
 def test_correct_works_sentence_by_sentence(uagec_paragraphs):
     corrector = Corrector(threads=1)
-    ref = alone(corrector, [s for g in uagec_paragraphs for s in g])
+    margin = corrector.model_dir.config.edit_margin  # the model's own edit margin applies by default
+    ref = alone(corrector, [s for g in uagec_paragraphs for s in g], lambda b, src: greedy(b, src, edit_margin=margin))
     outs = corrector.correct([" ".join(g) for g in uagec_paragraphs] + CONTROL_LINES, batch_size=4)
     assert outs == [" ".join(ref[s] for s in g) for g in uagec_paragraphs] + [""] * len(CONTROL_LINES)
     counted = [(g, o) for g, o in zip(uagec_paragraphs, outs) if all(well_formed(ref[s]) for s in g)]

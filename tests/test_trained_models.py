@@ -25,6 +25,7 @@ from export.uagec import ensure_corpus
 from export.writer import write_float_twin
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import gad, greedy, iad
+from pyfastdec.model_dir import read_config
 from pyfastdec.text import Tokenizer
 
 pytestmark = pytest.mark.slow
@@ -119,13 +120,19 @@ def test_gad_is_lossless_on_the_test_set(name, batch_size, flickr):
     assert not differ, f"GAD differs from greedy on {len(differ)} lines, first {differ[0] + 1}"
 
 
-@pytest.mark.parametrize("batch_size", [1, 16])
-def test_iad_is_lossless_on_uagec_test(batch_size):
+@pytest.mark.parametrize("batch_size", [1, 32])
+@pytest.mark.parametrize("margin", ["model", 0.0])
+def test_iad_is_lossless_on_uagec_test(batch_size, margin):
+    """IAD = greedy on the whole UA-GEC test set, with the model's edit margin (what
+    `fastdec correct` runs) and without (plain greedy)."""
     pairs = load_pairs("test", "src", "tgt", str(ensure_corpus()))
     path = model_path("uk-gec")
+    if margin == "model":
+        margin = read_config(path / "config.json").edit_margin
+        assert margin > 0
     backend = NativeBackend(path, threads=1)
     src = encode(path, [s for s, _ in pairs])
-    expected = decode_batches(lambda b: greedy(backend, b), src, batch_size)
-    got = decode_batches(lambda b: iad(backend, b), src, batch_size)
+    expected = decode_batches(lambda b: greedy(backend, b, edit_margin=margin), src, batch_size)
+    got = decode_batches(lambda b: iad(backend, b, edit_margin=margin), src, batch_size)
     differ = [i for i, (a, b) in enumerate(zip(got, expected)) if a != b]
     assert not differ, f"IAD differs from greedy on {len(differ)} lines, first {differ[0] + 1}"

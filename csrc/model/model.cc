@@ -661,26 +661,34 @@ void Model::output_stats(const float* h, int T, const std::vector<const MemoryRo
     const float* row = own;
     const auto& shortlist = memory_of[t]->shortlist;
     auto to_id = [&](int64_t column) { return shortlist.empty() ? column : int64_t{shortlist[column]}; };
+    auto logit_of = [&](int64_t id) -> float {
+      if (shortlist.empty()) return row[id];
+      auto it = std::lower_bound(shortlist.begin(), shortlist.end(), static_cast<int32_t>(id));
+      return (it != shortlist.end() && *it == id) ? row[it - shortlist.begin()] : ninf;
+    };
+    // The kept token wins unless the top-1 (column `best`) beats it by edit_margin.
+    auto kept_or = [&](int64_t best) -> int64_t {
+      const int64_t top = to_id(best);
+      if (!request.keep_ids) return top;
+      const int64_t keep = request.keep_ids[t];
+      if (keep < 0 || keep == top) return top;
+      return row[best] - logit_of(keep) < request.edit_margin ? keep : top;
+    };
     bool needs_stats = request.topk > 0 || request.ids || request.logprobs;
     if (!needs_stats) {
-      outputs.argmax[t] = to_id(kt_.argmax(row, n));
+      outputs.argmax[t] = kept_or(kt_.argmax(row, n));
       return;
     }
     int64_t top_ids[64];
     float top_values[64];
     int kk = static_cast<int>(std::min<int64_t>(std::min(k, 64), n));
     RowStats s = kt_.row_stats(row, n, kk, top_ids, top_values);
-    if (request.argmax) outputs.argmax[t] = to_id(top_ids[0]);
+    if (request.argmax) outputs.argmax[t] = kept_or(top_ids[0]);
     for (int i = 0; i < request.topk; ++i) {
       bool have = i < kk;
       outputs.topk_ids[static_cast<size_t>(t) * request.topk + i] = have ? to_id(top_ids[i]) : -1;
       outputs.topk_logprobs[static_cast<size_t>(t) * request.topk + i] = have ? top_values[i] - s.log_sum_exp : ninf;
     }
-    auto logit_of = [&](int64_t id) -> float {
-      if (shortlist.empty()) return row[id];
-      auto it = std::lower_bound(shortlist.begin(), shortlist.end(), static_cast<int32_t>(id));
-      return (it != shortlist.end() && *it == id) ? row[it - shortlist.begin()] : ninf;
-    };
     if (request.ids) outputs.id_logprobs[t] = logit_of(request.ids[t]) - s.log_sum_exp;
     if (request.logprobs) {
       float* dst = outputs.logprobs + static_cast<size_t>(t) * V;

@@ -33,6 +33,12 @@ struct StepRequest {
   // How many heads run (the first `heads`; 0: all). A caller that will verify only k
   // proposals next asks for k: each head costs its two linears and an output-layer row.
   int heads = 0;
+  // [rows, n] or null: the token each position would keep (a correction model's source
+  // token there; -1: none). The argmax output becomes that token unless the top-1 beats
+  // its logit by at least edit_margin (an edit must win by the margin; 0: plain argmax).
+  // Only argmax changes: topk, id and full log-probs stay the model's distribution.
+  const int64_t* keep_ids = nullptr;
+  float edit_margin = 0.0f;
 };
 struct StepOutputs {
   int64_t* argmax = nullptr;         // [rows, n]

@@ -64,6 +64,11 @@ class Want:
     logprobs: the full log-softmax over the vocabulary      -> StepOut.logprobs [rows, n, V]
     proposals: int64 array [rows]: draft tokens per row     -> StepOut.proposals [rows, K],
               (tokens[:, 1:1+proposals[b]]; needs argmax)      StepOut.accepted [rows]
+    keep_ids: int array [rows, n] (needs argmax): the token each position would keep (a
+              correction model's source token there, -1: none); the argmax becomes it
+              unless the top-1 beats its log-prob by at least `edit_margin` (>= 0; 0 leaves
+              the argmax alone). Only argmax changes (and the proposals' accepted length,
+              which is found from it); topk, ids and logprobs stay the model's.
     heads: with proposals, run only the first `heads` heads (0: all K) -> proposals [rows, heads];
               a caller that will verify k proposals next needs k (each head costs work)
               the proposal heads' block at each row's accepted position (module
@@ -78,6 +83,8 @@ class Want:
     logprobs: bool = False
     proposals: np.ndarray | None = None  # int64 [rows]: drafted tokens per row -> StepOut.proposals / accepted
     heads: int = 0  # with proposals: how many heads run (0: all K)
+    keep_ids: np.ndarray | None = None  # int64 [rows, n]: kept token per position (-1: none)
+    edit_margin: float = 0.0  # an edit must beat the kept token's log-prob by this much
 
 
 @dataclass

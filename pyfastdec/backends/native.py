@@ -113,9 +113,11 @@ class NativeBackend:
         proposals = None
         if want.proposals is not None and tokens.ndim == 2:  # other shapes: the engine names the error
             proposals = check_proposals(want, tokens, self.proposal_heads, self.model_dir.path)
+        keep = None if want.keep_ids is None else np.ascontiguousarray(want.keep_ids, dtype=np.int64)
         out = self._model.step(state, tokens, argmax=want.argmax, topk=want.topk, ids=ids,
                                logprobs=want.logprobs, proposals=proposals,
-                               heads=want.heads if proposals is not None else 0)
+                               heads=want.heads if proposals is not None else 0, keep_ids=keep,
+                               edit_margin=want.edit_margin)
         return StepOut(argmax=out.get("argmax"), topk_ids=out.get("topk_ids"),
                        topk_logprobs=out.get("topk_logprobs"), id_logprobs=out.get("id_logprobs"),
                        logprobs=out.get("logprobs"), proposals=out.get("proposals"),

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from pyfastdec.backends.base import StepOut, Want
+from pyfastdec.backends.edit_margin import check_keep_ids, kept_argmax
 from pyfastdec.model_dir import check_tokenizer, read_config
 
 ENCODER_FILE, DECODER_FILE, CONFIG_FILE = "encoder.onnx", "decoder.onnx", "config.json"
@@ -158,6 +159,8 @@ class OnnxBackend:
         if tokens.ndim != 2 or tokens.shape[0] != rows:
             raise ValueError(f"step: tokens must be [rows={rows}, n], got shape {tokens.shape}")
         n = tokens.shape[1]
+        if want.keep_ids is not None:  # refused before the state changes
+            check_keep_ids(want.keep_ids, want.edit_margin, tokens.shape, self.vocab_size)
         offsets = state.lengths[:, None] + np.arange(n)  # absolute positions of the new tokens
         binding = self._decoder.io_binding()
         binding.bind_cpu_input("tokens", np.ascontiguousarray(tokens, dtype=np.int64))
@@ -269,6 +272,11 @@ class OnnxBackend:
         out = StepOut()
         if want.argmax:
             out.argmax = logp.argmax(-1).astype(np.int64)
+            if want.keep_ids is not None:
+                keep = check_keep_ids(want.keep_ids, want.edit_margin, logp.shape[:2], logp.shape[-1])
+                out.argmax = kept_argmax(out.argmax, logp, keep, want.edit_margin)
+        elif want.keep_ids is not None:
+            raise ValueError("step: Want.keep_ids needs argmax=True (they change the argmax)")
         if want.topk:
             order = np.argsort(-logp, axis=-1, kind="stable")[..., : want.topk]
             out.topk_ids = order.astype(np.int64)

@@ -46,6 +46,9 @@ class DraftSource(Protocol):
         step's output (rows in the order of the live rows before `keep`; its `proposals`
         are the next drafts of a source that drafts from the verifier's heads)."""
 
+    # Optional, for a loop asked for the edit-margin rule (want.edit_margin > 0; IAD):
+    #   keep_ids(prefixes, drafts, width) -> int64 [rows, width]: the kept token at every
+    #       position of the step (source_ngrams.py), -1 where none.
     # Optional (looked up once per call): a source whose drafts cost work even when none
     # is verified (blockwise's heads) may ask for runs of plain greedy steps.
     #   plain_steps() -> int: 0, or how many plain steps to run now (no drafts, no
@@ -125,6 +128,9 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
     # (blockwise.py: its heads cost every step they run on); they run in a tight loop.
     plain_steps = getattr(source, "plain_steps", None)
     proposal_count = getattr(source, "proposal_count", None) if proposals else None
+    keep_ids = source.keep_ids if want.edit_margin else None
+    if keep_ids is not None and (proposals or plain_steps is not None):
+        raise ValueError("draft_and_verify: the edit-margin rule is for source drafts (IAD), not proposal heads")
     while live_ids:
         steps = plain_steps() if plain_steps is not None else 0
         if steps:
@@ -153,8 +159,14 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
         # Per-iteration Python is what a batch-1 iteration pays beside the step (~45 us at
         # batch 1): the Want is built directly and the step timed by hand (dataclasses.replace
         # and a context manager cost a few microseconds each).
-        asked = Want(argmax=want.argmax, topk=want.topk, ids=want.ids, logprobs=want.logprobs, proposals=lengths,
-                     heads=proposal_count() if proposal_count else 0) if proposals else want
+        if proposals:
+            asked = Want(argmax=want.argmax, topk=want.topk, ids=want.ids, logprobs=want.logprobs, proposals=lengths,
+                         heads=proposal_count() if proposal_count else 0)
+        elif keep_ids is not None:
+            asked = Want(argmax=True, keep_ids=keep_ids([outs[i] for i in live_ids], drafts, width),
+                         edit_margin=want.edit_margin)
+        else:
+            asked = want
         started = time.perf_counter()
         out = verifier.step(state, tokens, asked)
         step_seconds = time.perf_counter() - started

@@ -22,38 +22,7 @@ from pyfastdec.backends.base import Backend, Want
 from .draft_verify import accept_argmax, draft_and_verify
 from .result import DecodeStats
 from .source_draft_length import SourceDraftLength, resolve_policy
-
-MAX_NGRAM = 3
-
-
-class SourceNgrams:
-    """One source sentence (without its EOS) and where its unique n-grams end."""
-
-    def __init__(self, src: list[int], eos: int, max_n: int = MAX_NGRAM):
-        body = [int(t) for t in src]
-        if body and body[-1] == eos:
-            body = body[:-1]
-        self.draft_tokens = body + [eos]
-        self.max_n = max_n
-        seen: dict[tuple[int, ...], int] = {}  # n-gram -> index after it, -1 if repeated
-        for n in range(1, max_n + 1):
-            for start in range(len(body) - n + 1):
-                gram = tuple(body[start:start + n])
-                seen[gram] = -1 if gram in seen else start + n
-        self.unique_end = {g: end for g, end in seen.items() if end >= 0}
-
-    def reentry(self, output: list[int]) -> list[int]:
-        """The next draft for an output so far: the whole source at the start; else the
-        source after the longest of the output's last 3/2/1 tokens that is a unique source
-        n-gram; else nothing (decode one token). (A repeated n-gram's suffixes repeat
-        too, so trying shorter ones only helps when the longer one is absent.)"""
-        if not output:
-            return self.draft_tokens
-        for n in range(min(self.max_n, len(output)), 0, -1):
-            end = self.unique_end.get(tuple(output[-n:]))
-            if end is not None:
-                return self.draft_tokens[end:]
-        return []
+from .source_ngrams import SourceNgrams
 
 
 class _SourceDrafts:
@@ -73,6 +42,14 @@ class _SourceDrafts:
             drafts = [d[:cap] for d in drafts]
         return drafts
 
+    def keep_ids(self, prefixes: list[list[int]], drafts: list[list[int]], width: int) -> np.ndarray:
+        """The edit-margin rule's kept token at every position of the step [pending,
+        drafts...] of width `width` (source_ngrams.py); -1 past a row's draft."""
+        keep = np.full((len(drafts), width), -1, dtype=np.int64)
+        for r, (row, prefix, draft) in enumerate(zip(self.rows, prefixes, drafts)):
+            keep[r, :len(draft) + 1] = row.kept_along(prefix, draft)
+        return keep
+
     def keep(self, rows: np.ndarray) -> None:
         self.rows = [self.rows[r] for r in rows]
 
@@ -82,19 +59,22 @@ class _SourceDrafts:
 
 
 def iad(backend: Backend, src_ids: list[list[int]], max_len: int | None = None,
-        policy: SourceDraftLength | None | str = "auto") -> tuple[list[list[int]], DecodeStats]:
+        policy: SourceDraftLength | None | str = "auto", edit_margin: float = 0.0
+        ) -> tuple[list[list[int]], DecodeStats]:
     """IAD outputs (ids without BOS/EOS, input order; equal to greedy's) and statistics.
     max_len as in greedy (default 2 * len(source) + 10 per row). policy: how much of each
     draft to verify; "auto" (default) learns it within this call (keep one
     SourceDraftLength across calls, as Translator does, so it learns the costs once);
-    None verifies every draft whole (tests that count verifier calls)."""
+    None verifies every draft whole (tests that count verifier calls). edit_margin: the
+    edit-margin rule (source_ngrams.py); the output then equals greedy(..., edit_margin)."""
     stats = DecodeStats(sentences=len(src_ids))
     # "auto": drafts up to the longest source (EOS included)
     policy = resolve_policy(policy, max([len(s) for s in src_ids] + [1]), "IAD")
     with stats.total():
         source = _SourceDrafts(src_ids, backend.tokens["eos"], policy)
         try:
-            outs = draft_and_verify(backend, src_ids, source, accept_argmax, Want(argmax=True), max_len, stats)
+            want = Want(argmax=True, edit_margin=float(edit_margin))
+            outs = draft_and_verify(backend, src_ids, source, accept_argmax, want, max_len, stats)
         finally:
             if policy is not None:
                 policy.call_ended()

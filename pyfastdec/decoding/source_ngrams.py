@@ -1,0 +1,87 @@
+"""Where a correction model's output stands in its source: the unique source n-grams that
+IAD re-enters the source at (its drafts) and that the edit-margin rule keeps a source
+token by.
+
+The edit-margin rule (greedy(..., edit_margin=m), iad(..., edit_margin=m)): after an
+output prefix y, the KEPT token is the source token that copying would write next,
+  - the source token after y, while y is a prefix of the source (EOS included);
+  - else the source token after the last 3, else the last 2 tokens of y, where those form
+    an n-gram that occurs exactly once in the source;
+  - else none.
+The next token is the kept one unless the model's top-1 beats its log-prob by at least m
+nats (an edit must win by m; m = 0 is plain greedy). The kept token is a function of the
+prefix alone, so IAD, which checks a whole draft in one step, can give every drafted
+position the kept token greedy would give it, and IAD with a margin returns exactly
+greedy with the same margin.
+
+Single tokens are not anchors for the rule, unlike IAD's re-entry: after an edit, a piece
+that happens to occur once in the source (a word ending) is weak evidence of where the
+output stands, and a wrong kept token under a large margin pulls the output off course
+(measured on UA-GEC val: with 1-token anchors, margins >= 3 derail on sentences the
+model rewrites). Drafts may re-enter on one token: a wrong draft only costs a step.
+"""
+from __future__ import annotations
+
+MAX_NGRAM = 3
+MIN_KEEP_NGRAM = 2
+
+
+class SourceNgrams:
+    """One source sentence (without its EOS) and where its unique n-grams end."""
+
+    def __init__(self, src: list[int], eos: int, max_n: int = MAX_NGRAM):
+        body = [int(t) for t in src]
+        if body and body[-1] == eos:
+            body = body[:-1]
+        self.draft_tokens = body + [eos]
+        self.max_n = max_n
+        seen: dict[tuple[int, ...], int] = {}  # n-gram -> index after it, -1 if repeated
+        for n in range(1, max_n + 1):
+            for start in range(len(body) - n + 1):
+                gram = tuple(body[start:start + n])
+                seen[gram] = -1 if gram in seen else start + n
+        self.unique_end = {g: end for g, end in seen.items() if end >= 0}
+
+    def reentry(self, output: list[int]) -> list[int]:
+        """The next IAD draft for an output so far: the whole source at the start; else the
+        source after the longest of the output's last 3/2/1 tokens that is a unique source
+        n-gram; else nothing (decode one token). (A repeated n-gram's suffixes repeat
+        too, so trying shorter ones only helps when the longer one is absent.)"""
+        if not output:
+            return self.draft_tokens
+        for n in range(min(self.max_n, len(output)), 0, -1):
+            end = self.unique_end.get(tuple(output[-n:]))
+            if end is not None:
+                return self.draft_tokens[end:]
+        return []
+
+    def kept(self, output: list[int]) -> int:
+        """The edit-margin rule's kept token after `output` (module docstring); -1: none."""
+        return self.kept_along(output, ())[0]
+
+    def kept_along(self, output: list[int], draft) -> list[int]:
+        """The kept token after output + draft[:i], for i = 0 .. len(draft): one per
+        position of an IAD step that appends [pending, draft...] to `output`."""
+        source = self.draft_tokens
+        done = len(output)
+        on_source = done < len(source) and source[:done] == output  # output is a source prefix
+        tail = list(output[-self.max_n:])
+        kept = []
+        for i in range(len(draft) + 1):
+            if i:
+                token = draft[i - 1]
+                on_source = on_source and source[done + i - 1] == token and done + i < len(source)
+                tail.append(token)
+                if len(tail) > self.max_n:
+                    del tail[0]
+            if on_source:
+                kept.append(source[done + i])
+                continue
+            token = -1
+            for n in range(min(self.max_n, len(tail)), MIN_KEEP_NGRAM - 1, -1):
+                end = self.unique_end.get(tuple(tail[-n:]))
+                if end is not None:
+                    token = source[end]
+                    break
+            kept.append(token)
+        return kept
