@@ -101,6 +101,12 @@ def test_kept_along_a_draft_equals_the_brute_force_rule_at_every_position():
         draft = source[start:start + int(rng.integers(0, 8))]
         expected = [reference_kept(source, eos, output + draft[:i]) for i in range(len(draft) + 1)]
         assert row.kept_along(output, draft) == expected, (source, output, draft)
+        # IAD's drafts: the source from where the output re-enters it, cut anywhere
+        start = row.reentry_start(output)
+        if start is not None:
+            draft = row.draft_tokens[start:start + int(rng.integers(0, 12))]
+            expected = [reference_kept(source, eos, output + draft[:i]) for i in range(len(draft) + 1)]
+            assert row.kept_along_source(output, start, len(draft)).tolist() == expected, (source, output, draft)
 
 
 # ----------------------------------------------------------------------------- the engine's biased argmax

@@ -30,10 +30,12 @@ class _SourceDrafts:
 
     def __init__(self, src_ids: list[list[int]], eos: int, policy: SourceDraftLength | None):
         self.rows = [SourceNgrams(s, eos) for s in src_ids]
+        self.starts: list[int | None] = []  # where each live row's last draft starts in its source
         self.policy = policy
 
     def propose(self, prefixes: list[list[int]]) -> list[list[int]]:
-        drafts = [row.reentry(p) for row, p in zip(self.rows, prefixes)]
+        self.starts = [row.reentry_start(p) for row, p in zip(self.rows, prefixes)]
+        drafts = [[] if start is None else row.draft_tokens[start:] for row, start in zip(self.rows, self.starts)]
         if self.policy is None:
             return drafts
         self.policy.iteration_started()
@@ -46,12 +48,16 @@ class _SourceDrafts:
         """The edit-margin rule's kept token at every position of the step [pending,
         drafts...] of width `width` (source_ngrams.py); -1 past a row's draft."""
         keep = np.full((len(drafts), width), -1, dtype=np.int64)
-        for r, (row, prefix, draft) in enumerate(zip(self.rows, prefixes, drafts)):
-            keep[r, :len(draft) + 1] = row.kept_along(prefix, draft)
+        for r, (row, prefix, draft, start) in enumerate(zip(self.rows, prefixes, drafts, self.starts)):
+            if draft:  # drafts are the source from `start` on (cut by the policy and the loop)
+                keep[r, :len(draft) + 1] = row.kept_along_source(prefix, start, len(draft))
+            else:
+                keep[r, 0] = row.kept(prefix)
         return keep
 
     def keep(self, rows: np.ndarray) -> None:
         self.rows = [self.rows[r] for r in rows]
+        self.starts = [self.starts[r] for r in rows]
 
     def verified(self, width, accepted, lengths, seconds, out) -> None:
         if self.policy is not None:

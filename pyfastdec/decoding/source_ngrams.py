@@ -22,6 +22,8 @@ model rewrites). Drafts may re-enter on one token: a wrong draft only costs a st
 """
 from __future__ import annotations
 
+import numpy as np
+
 MAX_NGRAM = 3
 MIN_KEEP_NGRAM = 2
 
@@ -41,19 +43,35 @@ class SourceNgrams:
                 gram = tuple(body[start:start + n])
                 seen[gram] = -1 if gram in seen else start + n
         self.unique_end = {g: end for g, end in seen.items() if end >= 0}
+        # The kept token at source position p when the output's last tokens are the source
+        # right before p (a copied run, as inside an IAD draft): source[p] where the 3- or
+        # 2-gram ending at p - 1 is unique, else -1; -1 after EOS (no position there).
+        anchored = [-1] * (len(self.draft_tokens) + 1)
+        for p in range(MIN_KEEP_NGRAM, len(self.draft_tokens)):
+            if any(self.unique_end.get(tuple(body[p - n:p])) == p for n in range(MIN_KEEP_NGRAM, max_n + 1)
+                   if p >= n):
+                anchored[p] = self.draft_tokens[p]
+        self.anchored_next = np.array(anchored, dtype=np.int64)
+        self.source_array = np.array(self.draft_tokens + [-1], dtype=np.int64)
 
-    def reentry(self, output: list[int]) -> list[int]:
-        """The next IAD draft for an output so far: the whole source at the start; else the
-        source after the longest of the output's last 3/2/1 tokens that is a unique source
-        n-gram; else nothing (decode one token). (A repeated n-gram's suffixes repeat
-        too, so trying shorter ones only helps when the longer one is absent.)"""
+    def reentry_start(self, output: list[int]) -> int | None:
+        """Where the next IAD draft starts in the source (+ EOS) for an output so far: 0 at
+        the start; else after the longest of the output's last 3/2/1 tokens that is a
+        unique source n-gram; else None (no draft: decode one token). (A repeated
+        n-gram's suffixes repeat too, so trying shorter ones only helps when the longer
+        one is absent.)"""
         if not output:
-            return self.draft_tokens
+            return 0
         for n in range(min(self.max_n, len(output)), 0, -1):
             end = self.unique_end.get(tuple(output[-n:]))
             if end is not None:
-                return self.draft_tokens[end:]
-        return []
+                return end
+        return None
+
+    def reentry(self, output: list[int]) -> list[int]:
+        """The next IAD draft for an output so far: the source from reentry_start on."""
+        start = self.reentry_start(output)
+        return [] if start is None else self.draft_tokens[start:]
 
     def kept(self, output: list[int]) -> int:
         """The edit-margin rule's kept token after `output` (module docstring); -1: none."""
@@ -84,4 +102,20 @@ class SourceNgrams:
                     token = source[end]
                     break
             kept.append(token)
+        return kept
+
+    def kept_along_source(self, output: list[int], start: int, k: int) -> np.ndarray:
+        """kept_along(output, draft) for a draft that is the source from `start` on
+        (k tokens: an IAD draft), as int64 [k + 1]. The first 3 positions look at output
+        tokens; from the 4th on, the last 3 tokens are the draft's own, so the kept token
+        is the precomputed one of a copied run, or, while the output is still the
+        source's prefix and the draft continues it, simply the next source token."""
+        head = min(k, self.max_n - 1)
+        kept = np.empty(k + 1, dtype=np.int64)
+        kept[:head + 1] = self.kept_along(output, self.draft_tokens[start:start + head])
+        if k > head:
+            done = len(output)
+            continues = start == done and self.draft_tokens[:done] == output
+            table = self.source_array if continues else self.anchored_next
+            kept[head + 1:] = table[start + head + 1:start + k + 1]
         return kept
