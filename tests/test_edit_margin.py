@@ -251,7 +251,7 @@ def test_config_decoding_edit_margin_is_read_and_checked(tmp_path):
 @pytest.fixture(scope="module")
 def corrector():
     from pyfastdec import Corrector
-    return Corrector(threads=1)
+    return Corrector(MODELS / "uk-gec", threads=1)
 
 
 def test_corrector_uses_the_model_margin_and_takes_another(corrector, uk_gec):

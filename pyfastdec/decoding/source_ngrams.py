@@ -43,16 +43,22 @@ class SourceNgrams:
                 gram = tuple(body[start:start + n])
                 seen[gram] = -1 if gram in seen else start + n
         self.unique_end = {g: end for g, end in seen.items() if end >= 0}
-        # The kept token at source position p when the output's last tokens are the source
-        # right before p (a copied run, as inside an IAD draft): source[p] where the 3- or
-        # 2-gram ending at p - 1 is unique, else -1; -1 after EOS (no position there).
-        anchored = [-1] * (len(self.draft_tokens) + 1)
-        for p in range(MIN_KEEP_NGRAM, len(self.draft_tokens)):
-            if any(self.unique_end.get(tuple(body[p - n:p])) == p for n in range(MIN_KEEP_NGRAM, max_n + 1)
-                   if p >= n):
-                anchored[p] = self.draft_tokens[p]
-        self.anchored_next = np.array(anchored, dtype=np.int64)
-        self.source_array = np.array(self.draft_tokens + [-1], dtype=np.int64)
+        self._run_tables: tuple[np.ndarray, np.ndarray] | None = None  # made on first use (margin > 0)
+
+    def run_tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """(source, anchored) as int64 [len(source + EOS) + 1], -1 at the end (after EOS).
+        anchored[p]: the kept token at source position p when the output's last tokens are
+        the source right before p (a copied run, as inside an IAD draft): source[p] where
+        the 3- or 2-gram ending at p - 1 is unique, else -1."""
+        if self._run_tables is None:
+            source = self.draft_tokens
+            anchored = [-1] * (len(source) + 1)
+            for p in range(MIN_KEEP_NGRAM, len(source)):
+                if any(self.unique_end.get(tuple(source[p - n:p])) == p for n in range(MIN_KEEP_NGRAM, self.max_n + 1)
+                       if p >= n):
+                    anchored[p] = source[p]
+            self._run_tables = (np.array(source + [-1], dtype=np.int64), np.array(anchored, dtype=np.int64))
+        return self._run_tables
 
     def reentry_start(self, output: list[int]) -> int | None:
         """Where the next IAD draft starts in the source (+ EOS) for an output so far: 0 at
@@ -116,6 +122,6 @@ class SourceNgrams:
         if k > head:
             done = len(output)
             continues = start == done and self.draft_tokens[:done] == output
-            table = self.source_array if continues else self.anchored_next
-            kept[head + 1:] = table[start + head + 1:start + k + 1]
+            source, anchored = self.run_tables()
+            kept[head + 1:] = (source if continues else anchored)[start + head + 1:start + k + 1]
         return kept
