@@ -2,8 +2,9 @@
 running one system configuration over one or two workloads.
 
 Workloads: Multi30k at batch 1 (latency, over the first `latency_n` sentences) and batch
-32 (throughput, over `n`), and UA-GEC at batch 1 (`gec_n`), each with a thread budget.
-A workload id reads `<dataset>-b<batch>-t<threads>`.
+32 (throughput, over `n`), and UA-GEC at batch 1 and 32 (both over the first `gec_n`
+sentences, so IAD at batch 32 is checked against greedy at batch 1 as well), each with
+a thread budget. A workload id reads `<dataset>-b<batch>-t<threads>`.
 
 The matrix (`wanted`): every pyfastdec strategy x precision x shortlist, and every peer,
 at 1 thread. With more threads only what the headline comparisons need, so a full run
@@ -17,6 +18,10 @@ get) and `blockwise-all` (all K proposals verified every iteration), at their ow
 precision, with and without their shortlist; greedy of the same directory is their
 reference. CTranslate2 int8 greedy also runs with its vocabulary map from the
 shortlist (`use_vmap`, bench/vmap.py), at the setting chosen for it without the map.
+
+The correction model (issue 16) runs greedy and IAD, and CTranslate2 int8 greedy on its
+own weights (probed like en-de-attn's, on UA-GEC sentences): `gec_jobs`, and the
+CTranslate2 functions with model="uk-gec", dataset="uagec".
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ CT2_ISAS = ("default", "AVX512")  # CTranslate2 picks AVX2 on AVX-512 machines u
 class Plan:
     n: int  # Multi30k sentences at batch 32
     latency_n: int  # Multi30k sentences at batch 1
-    gec_n: int  # UA-GEC sentences at batch 1
+    gec_n: int  # UA-GEC sentences at batch 1 and at batch 32
     repeats: int
     threads: list[int]
     probe_n: int  # sentences per CTranslate2 settings probe
@@ -63,6 +68,13 @@ class Job:
 
 def workload_id(dataset: str, batch_size: int, threads: int) -> str:
     return f"{dataset}-b{batch_size}-t{threads}"
+
+
+def workload_limit(plan: Plan, dataset: str, batch_size: int) -> int:
+    """Sentences a measured (not probing) workload runs over."""
+    if dataset == "uagec":
+        return plan.gec_n
+    return plan.latency_n if batch_size == LATENCY_BATCH else plan.n
 
 
 def _mt_workloads(plan: Plan, threads: int, batches=(LATENCY_BATCH, THROUGHPUT_BATCH)):
@@ -120,7 +132,10 @@ def pyfastdec_jobs(plan: Plan, model: str, dirs: dict, shortlist: bool, drafter:
 
 
 def gec_jobs(plan: Plan, dirs: dict, shortlist: bool) -> list[Job]:
+    """Greedy and IAD on the correction model, each at batch 1 (latency) and batch 32
+    (throughput) in one process."""
     jobs = []
+    batches = (LATENCY_BATCH, THROUGHPUT_BATCH)
     for threads in plan.threads:
         for precision, path in dirs.items():
             for strategy in ("greedy", "iad"):
@@ -129,9 +144,10 @@ def gec_jobs(plan: Plan, dirs: dict, shortlist: bool) -> list[Job]:
                 for sl in ((False, True) if shortlist else (False,)):
                     spec = {"system": "pyfastdec", "path": str(path), "threads": threads, "shortlist": sl,
                             "strategy": strategy, "drafter": None,
-                            "workloads": [{"name": "b1", "batch_size": 1, "limit": plan.gec_n}]}
+                            "workloads": [{"name": f"b{b}", "batch_size": b, "limit": plan.gec_n} for b in batches]}
+                    serves = {f"b{b}": [workload_id("uagec", b, threads)] for b in batches}
                     jobs.append(Job("pyfastdec", "uk-gec", precision, strategy, threads, f"threads={threads}",
-                                    "uagec", {"b1": [workload_id("uagec", 1, threads)]}, spec, shortlist=sl))
+                                    "uagec", serves, spec, shortlist=sl))
     return jobs
 
 
@@ -153,17 +169,18 @@ def peer_jobs(plan: Plan, system: str, dirs: dict, strategies=("greedy",)) -> li
 
 # ---------------------------------------------------------------- CTranslate2
 def _ct2_job(plan: Plan, dirs: dict, precision: str, strategy: str, isa: str, intra: int, inter: int,
-             threads: int, batches, probe: bool, vmap: bool = False) -> Job:
+             threads: int, batches, probe: bool, vmap: bool = False, model: str = "en-de-attn",
+             dataset: str = "multi30k") -> Job:
     limit = plan.probe_n if probe else None
-    workloads = [{"name": f"b{b}", "batch_size": b,
-                  "limit": limit or (plan.latency_n if b == LATENCY_BATCH else plan.n)} for b in batches]
+    workloads = [{"name": f"b{b}", "batch_size": b, "limit": limit or workload_limit(plan, dataset, b)}
+                 for b in batches]
     spec = {"system": "ct2", "path": str(dirs[precision]), "compute_type": precision, "intra": intra,
             "inter": inter, "strategy": strategy, "workloads": workloads, "vmap": vmap}
     env = {"OMP_NUM_THREADS": str(intra), "CT2_VERBOSE": "1"}  # the log names the ISA it selected
     if isa != "default":
         env["CT2_FORCE_CPU_ISA"] = isa
     setting = f"intra={intra} inter={inter} isa={isa}"
-    return Job("ct2", "en-de-attn", precision, strategy, threads, setting, "multi30k",
+    return Job("ct2", model, precision, strategy, threads, setting, dataset,
                {f"b{b}": [] for b in batches}, spec, env, shortlist=vmap, probe=probe)
 
 
@@ -176,10 +193,10 @@ def ct2_candidates(threads: int) -> dict[int, list[tuple[int, int]]]:
     return {LATENCY_BATCH: [(1, 1), (threads, 1)], THROUGHPUT_BATCH: [(threads, 1), (1, threads)]}
 
 
-def ct2_probe_jobs(plan: Plan, dirs: dict) -> list[Job]:
+def ct2_probe_jobs(plan: Plan, dirs: dict, model: str = "en-de-attn", dataset: str = "multi30k") -> list[Job]:
     """Greedy on the first probe_n sentences for every candidate setting x ISA; one job
     per (precision, ISA, intra, inter), serving every batch size that setting is a
-    candidate for."""
+    candidate for. model / dataset: the model dirs hold and the sentences it runs on."""
     jobs = {}
     for threads in plan.threads:
         for batch, settings in ct2_candidates(threads).items():
@@ -191,13 +208,13 @@ def ct2_probe_jobs(plan: Plan, dirs: dict) -> list[Job]:
                         key = (precision, isa, intra, inter)
                         if key not in jobs:
                             jobs[key] = _ct2_job(plan, dirs, precision, "greedy", isa, intra, inter,
-                                                 max(intra, inter), [], probe=True)
+                                                 max(intra, inter), [], probe=True, model=model, dataset=dataset)
                         job = jobs[key]
                         if f"b{batch}" not in job.serves:
                             job.serves[f"b{batch}"] = []
                             job.spec["workloads"].append({"name": f"b{batch}", "batch_size": batch,
                                                           "limit": plan.probe_n})
-                        job.serves[f"b{batch}"].append(workload_id("multi30k", batch, threads))
+                        job.serves[f"b{batch}"].append(workload_id(dataset, batch, threads))
     return list(jobs.values())
 
 
@@ -218,15 +235,17 @@ def ct2_choose(probes: list[tuple[Job, dict]]) -> dict[tuple[str, str], dict]:
     return best
 
 
-def ct2_jobs(plan: Plan, dirs: dict, choices: dict, strategies=("greedy", "beam5"), vmap: bool = False) -> list[Job]:
+def ct2_jobs(plan: Plan, dirs: dict, choices: dict, strategies=("greedy", "beam5"), vmap: bool = False,
+             model: str = "en-de-attn", dataset: str = "multi30k") -> list[Job]:
     """The measured CTranslate2 rows, each workload with its chosen setting; beam search
     uses the setting greedy chose. Workloads sharing a setting share a process, and a
     setting chosen for two budgets (e.g. intra=1 at batch 1 with 1 and with 2 threads) is
     measured once and reported for both. vmap: dirs are the models with a vocabulary map,
-    run with use_vmap at the setting chosen without it (rows marked shortlist)."""
+    run with use_vmap at the setting chosen without it (rows marked shortlist). Only the
+    choices of `dataset`'s workloads are used."""
     jobs = {}
     for (precision, wid), choice in sorted(choices.items()):
-        if precision not in dirs:
+        if precision not in dirs or not wid.startswith(f"{dataset}-b"):
             continue
         threads = int(wid.rsplit("-t", 1)[1])
         for strategy in strategies:
@@ -235,12 +254,13 @@ def ct2_jobs(plan: Plan, dirs: dict, choices: dict, strategies=("greedy", "beam5
             key = (precision, strategy, choice["isa"], choice["intra"], choice["inter"])
             if key not in jobs:
                 jobs[key] = _ct2_job(plan, dirs, precision, strategy, choice["isa"], choice["intra"],
-                                     choice["inter"], threads, [], probe=False, vmap=vmap)
+                                     choice["inter"], threads, [], probe=False, vmap=vmap, model=model,
+                                     dataset=dataset)
             job = jobs[key]
             batch = int(choice["batch"][1:])
             if choice["batch"] not in job.serves:
                 job.serves[choice["batch"]] = []
                 job.spec["workloads"].append({"name": choice["batch"], "batch_size": batch,
-                                              "limit": plan.latency_n if batch == LATENCY_BATCH else plan.n})
+                                              "limit": workload_limit(plan, dataset, batch)})
             job.serves[choice["batch"]].append(wid)
     return list(jobs.values())

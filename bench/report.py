@@ -1,10 +1,12 @@
 """report.md of a bench.run: environment, one table per workload kind, CTranslate2's
 settings, the blockwise rows (issue 11) with tokens per iteration and decoder-loop
-speed-ups, the check of every lossless row against greedy, the issues' targets, and
+speed-ups, IAD on the correction model (issue 16) with iterations per sentence and tokens
+per iteration, the check of every lossless row against greedy, the issues' targets, and
 what did not run (with the reason)."""
 from __future__ import annotations
 
 from bench.behind import behind_section
+from bench.gec_report import gec_section, targets_issue16
 from bench.marian import marian_section
 from bench.blockwise_report import blockwise_section, lossless_section, targets_issue11
 from bench.plan import LATENCY_BATCH
@@ -106,14 +108,17 @@ def _ct2_section(results: dict) -> list[str]:
     lines = ["## CTranslate2 settings", "",
              f"Probed with greedy decoding on the first {ct2['probe_sentences']} sentences, one pass each; "
              "the fastest setting per workload is the one measured above (beam search uses greedy's).", "",
-             "| precision | CT2_FORCE_CPU_ISA | ISA it selected | intra | inter | batch 1 ms p50 | batch 32 sent/s |",
-             "|---|---|---|---:|---:|---:|---:|"]
+             "| model | precision | CT2_FORCE_CPU_ISA | ISA it selected | intra | inter | batch 1 ms p50 | "
+             "batch 32 sent/s |",
+             "|---|---|---|---|---:|---:|---:|---:|"]
     for p in ct2["probes"]:
-        lines.append(f"| {p['precision']} | {p['isa']} | {p.get('selected_isa', '?')} | {p['intra']} | {p['inter']} | "
+        lines.append(f"| {p.get('model', 'en-de-attn')} | {p['precision']} | {p['isa']} | "
+                     f"{p.get('selected_isa', '?')} | {p['intra']} | {p['inter']} | "
                      f"{_f(p.get('b1_ms_p50'))} | {_f(p.get('b32_sentences_per_s'), '{:.1f}')} |")
     lines += ["", "Chosen:", ""]
     for c in ct2["chosen"]:
-        lines.append(f"- {c['workload']} {c['precision']}: isa={c['isa']} intra={c['intra']} inter={c['inter']}")
+        lines.append(f"- {c.get('model', 'en-de-attn')} {c['workload']} {c['precision']}: isa={c['isa']} "
+                     f"intra={c['intra']} inter={c['inter']}")
     return lines + [""]
 
 
@@ -130,7 +135,8 @@ def markdown(results: dict) -> str:
              f"report them); torch {env['versions'].get('torch')} ({env.get('torch_isa', '?')}); "
              f"Python {env['python']}.",
              f"- Multi30k: batch 1 over the first {plan['latency_n']} sentences of test_2016_flickr, batch 32 over "
-             f"{plan['n']}; UA-GEC test at batch 1 over {plan['gec_n']}. Medians of {plan['repeats']} timed passes "
+             f"{plan['n']}; UA-GEC test at batch 1 and 32 over {plan['gec_n']}. Medians of {plan['repeats']} timed "
+             "passes "
              f"after a warm-up batch; threads {plan['threads']}.",
              "- Noise: " + (f"repeats of the same row differ by a median {100 * n['median_spread']:.1f}% and at most "
                             f"{100 * n['max_spread']:.1f}% (max-min over median)" if n.get("rows") else
@@ -142,22 +148,25 @@ def markdown(results: dict) -> str:
              "model and precision.", ""]
     sections = [("Multi30k test_2016_flickr En-De, batch 1 (latency)", "multi30k", 1),
                 ("Multi30k test_2016_flickr En-De, batch 32 (throughput)", "multi30k", 32),
-                ("UA-GEC test, batch 1 (correction)", "uagec", 1)]
+                ("UA-GEC test, batch 1 (correction)", "uagec", 1),
+                ("UA-GEC test, batch 32 (correction throughput)", "uagec", 32)]
     for title, dataset, batch in sections:
         part = [r for r in rows if r["dataset"] == dataset and r["batch_size"] == batch]
         if part:
             lines += [f"## {title}", ""] + _table(part, batch) + [""]
-            copy = results.get("baselines", {}).get(dataset)
+            copy = results.get("baselines", {}).get(dataset) if batch == LATENCY_BATCH else None
             if copy:
                 lines += [f"Copying the source unchanged scores BLEU {copy['bleu']:.2f}, chrF {copy['chrf']:.2f} "
                           "on the same sentences (half of UA-GEC needs no edit).", ""]
     lines += _ct2_section(results)
     lines += marian_section(rows, results.get("marian_settings"))
     lines += blockwise_section(results)
+    lines += gec_section(rows)
     lines += behind_section(rows)
     lines += lossless_section(rows)
     lines += ["## Targets (issue 6)", ""] + _targets(rows) + [""]
     lines += targets_issue11(results)
+    lines += targets_issue16(rows)
     if results["not_run"]:
         lines += ["## Not run", ""] + [f"- {x['what']}: not run: {x['reason']}" for x in results["not_run"]] + [""]
     if results.get("plots"):

@@ -124,12 +124,19 @@ def add_decoder_loop(rows: list[dict]) -> None:
     the loop's Python), medians over the passes; `tokens_per_iteration` (output tokens
     per row per verifier call, EOS included: 1 for greedy); and `decoder_vs_greedy`, how
     many times faster the decoder loop is than greedy's of the same system, model,
-    precision and shortlist on the same workload (the end-to-end ratio is `vs_greedy`)."""
+    precision and shortlist on the same workload (the end-to-end ratio is `vs_greedy`).
+    Also `iterations_per_sentence` (verifier calls each sentence takes part in: row_steps
+    over sentences; greedy's is its output length + 1), `verifier_calls` (calls of the
+    batched step over the pass, iterations) and `accepted_share` (drafted tokens kept)."""
     for r in rows:
         r["encoder_s"] = _stat_median(r, lambda p: p["encoder_s"])
         r["decoder_s"] = _stat_median(r, lambda p: p["total_s"] - p["encoder_s"])
         r["tokens_per_iteration"] = _stat_median(r, lambda p: p["generated"] / p["row_steps"]
                                                  if p.get("row_steps") else 0.0)
+        r["iterations_per_sentence"] = _stat_median(r, lambda p: p["row_steps"] / p["sentences"]
+                                                    if p.get("sentences") else 0.0)
+        r["verifier_calls"] = _stat_median(r, lambda p: p["iterations"])
+        r["accepted_share"] = _stat_median(r, lambda p: p["accepted"] / p["drafted"] if p.get("drafted") else 0.0)
         r["encoder_share"] = _stat_median(r, lambda p: p["encoder_s"] / p["total_s"])
     for r in rows:
         greedy = _find(rows, system=r["system"], model=r["model"], precision=r["precision"],

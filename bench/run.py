@@ -5,13 +5,16 @@ figure, a markdown report and plots (issue 6).
         [--en-de DIR] [--en-de-attn DIR] [--drafter DIR] [--uk-gec DIR]
         [--en-de-heads DIR] [--en-de-attn-heads DIR] [--joint DIR]
         [--systems pyfastdec,heads,ct2,onnx,torch,gec] [--strategies S,..] [--precisions int8,float32]
+        [--models en-de,en-de-attn,uk-gec,...]
 
 Systems: pyfastdec greedy, beam 5, GAD, GAD++ (beta 3, tau 1.0), int8 and float32, with and
 without the lexical shortlist, on --en-de (SSRU student) and --en-de-attn (attention
-student); IAD and greedy on --uk-gec; CTranslate2 int8 / float32 greedy and beam 5 on
---en-de-attn converted with pyfastdec.convert, at its best probed settings per workload
+student); IAD and greedy on --uk-gec at batch 1 and 32, with IAD's iterations per
+sentence and tokens per iteration (issue 16); CTranslate2 int8 / float32 greedy and beam 5
+on --en-de-attn converted with pyfastdec.convert, at its best probed settings per workload
 (CT2_FORCE_CPU_ISA, intra vs inter threads), int8 greedy also with its vocabulary map
-built from --en-de-attn's shortlist (use_vmap); onnxruntime greedy (float32 and dynamic
+built from --en-de-attn's shortlist (use_vmap), and int8 greedy on --uk-gec's weights
+(probed the same way on UA-GEC); onnxruntime greedy (float32 and dynamic
 int8) on the ONNX export of --en-de-attn; the PyTorch eager reference's greedy.
 Models with proposal heads (issue 11; system "heads"): --en-de-heads, --en-de-attn-heads
 (frozen students with heads from export.train_heads) and --joint (a student trained with
@@ -20,6 +23,8 @@ its heads), each running greedy, blockwise (the default cost policy) and blockwi
 (encoder time excluded) beside the end-to-end one.
 Workloads and the matrix: bench/plan.py. Every measurement runs in its own process
 (bench/child.py). A missing model, data set or peer is reported as "not run: <reason>".
+--models keeps only the named models' rows: `--models uk-gec --systems gec,ct2` runs the
+correction rows and CTranslate2 on the correction model, nothing else.
 
 Output in DIR (default bench/results/latest, not committed): results.json, report.md,
 quality_vs_latency.png, speedup_by_length.png, outputs.json.gz (every system's
@@ -68,6 +73,8 @@ def parse_args(argv):
     ap.add_argument("--strategies", help="only these strategies, comma-separated (greedy, beam5, gad, gad++, iad, "
                                          "blockwise, blockwise-all; default: all)")
     ap.add_argument("--precisions", help="only these precisions, comma-separated (int8, float32; default: both)")
+    ap.add_argument("--models", help="only these models, comma-separated (" + ", ".join(MODEL_ROLES)
+                                     + "; default: all), e.g. uk-gec for the correction rows and CTranslate2 on them")
     ap.add_argument("--en-de", type=Path, default=REPO_ROOT / "models" / "en-de", help="SSRU student")
     ap.add_argument("--en-de-attn", type=Path, default=REPO_ROOT / "models" / "en-de-attn",
                     help="attention student (also the peers' model)")
@@ -85,6 +92,7 @@ def parse_args(argv):
 
 
 HEADS_ROLES = {"en-de-heads": "en_de_heads", "en-de-attn-heads": "en_de_attn_heads", "joint": "joint"}
+MODEL_ROLES = ("en-de", "en-de-attn", "uk-gec", *HEADS_ROLES)
 
 
 def default_heads_model(student: str | None) -> Path | None:
@@ -195,12 +203,12 @@ def prepare_models(args, systems, skip) -> dict:
     wanted = {"en-de": (bool(systems & {"pyfastdec", "marian"}), None),
               "en-de-attn": (bool(systems & {"pyfastdec", "ct2", "marian", "onnx", "torch"}),
                                                                        "attention"),
-              "uk-gec": ("gec" in systems, None)}
+              "uk-gec": (bool(systems & {"gec", "ct2"}), None)}
     paths = {"en-de": args.en_de, "en-de-attn": args.en_de_attn, "uk-gec": args.uk_gec}
     calibration = {"en-de": data.multi30k_val, "en-de-attn": data.multi30k_val, "uk-gec": data.uagec_val}
     prepared = {}
     for role, (needed, decoder_self) in wanted.items():
-        if not needed:
+        if not needed or role not in args.roles:
             continue
         reason = models.availability(paths[role], arch="transformer", decoder_self=decoder_self)
         if reason:
@@ -223,6 +231,8 @@ def prepare_heads_models(args, skip) -> dict:
     run at the precision the directory has (its heads are stored at it; no twin is made)."""
     prepared = {}
     for role, attr in HEADS_ROLES.items():
+        if role not in args.roles:
+            continue
         path = getattr(args, attr)
         reason = models.availability(path, arch="transformer") if path is not None else \
             f"no model directory with proposal heads given (--{role})"
@@ -242,6 +252,7 @@ def prepare_heads_models(args, skip) -> dict:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    args.roles = _names(args.models, MODEL_ROLES, "--models") or MODEL_ROLES
     plan = make_plan(args)
     systems = set(args.systems.split(","))
     out = args.out
@@ -272,7 +283,7 @@ def main(argv=None) -> dict:
         try:
             test_sets["uagec"] = data.uagec_test(plan.gec_n)
         except data.DataMissing as err:
-            skip("uk-gec greedy and IAD", str(err))
+            skip("uk-gec greedy, IAD and CTranslate2", str(err))
             del prepared["uk-gec"]
     for role, p in prepared.items():
         dataset = "uagec" if role == "uk-gec" else "multi30k"
@@ -305,7 +316,7 @@ def main(argv=None) -> dict:
         if not p["shortlist"]:
             runner.skip(f"pyfastdec {role} with shortlist", f"no shortlist.bin in {p['path']}")
         jobs += planning.pyfastdec_jobs(plan, role, p["dirs"], p["shortlist"], None, planning.HEADS_STRATEGIES)
-    if "uk-gec" in prepared:
+    if "uk-gec" in prepared and "gec" in systems:
         p = prepared["uk-gec"]
         if not p["shortlist"]:
             runner.skip("pyfastdec uk-gec with shortlist", f"no shortlist.bin in {p['path']}")
@@ -336,6 +347,8 @@ def main(argv=None) -> dict:
             jobs += planning.peer_jobs(plan, "onnx", onnx_dirs)
         if "torch" in systems:
             jobs += planning.peer_jobs(plan, "torch", {"float32": float_dir})
+    if "uk-gec" in prepared and "ct2" in systems:
+        jobs += ct2_gec_jobs(runner, plan, prepared["uk-gec"]["dirs"]["float32"], ct2_settings)
     marian_settings = marian_peer_jobs(runner, plan, prepared, jobs) if "marian" in systems else None
     for job in jobs:
         runner.run(job, len(jobs))
@@ -424,24 +437,45 @@ def ct2_vmap_jobs(runner: Runner, plan, float_dir: Path, ct2_dirs: dict, choices
     return planning.ct2_jobs(plan, {"int8": vmap_dir}, choices, strategies=("greedy",), vmap=True)
 
 
-def probe_ct2(runner: Runner, plan, ct2_dirs: dict) -> dict:
+def ct2_gec_jobs(runner: Runner, plan, float_dir: Path, ct2_settings: dict) -> list:
+    """CTranslate2 int8 greedy on the correction model's weights (issue 16: IAD against
+    it), converted like en-de-attn's (pyfastdec.convert pads the pruned layers to one
+    shape per stack) and probed the same way on UA-GEC sentences; its probes and choices
+    join `ct2_settings` (what probe_ct2 returned for en-de-attn, or empty)."""
+    if plan.precisions is not None and "int8" not in plan.precisions:
+        return []
+    try:
+        ct2_dirs = {"int8": models.ctranslate2_model(float_dir, "int8")}
+    except Exception as err:  # noqa: BLE001
+        runner.skip("CTranslate2 on uk-gec", f"conversion failed: {err!r}")
+        return []
+    gec = probe_ct2(runner, plan, ct2_dirs, model="uk-gec", dataset="uagec")
+    if not ct2_settings:
+        ct2_settings.update(choices={}, report={"probe_sentences": plan.probe_n, "probes": [], "chosen": []})
+    ct2_settings["choices"].update(gec["choices"])
+    ct2_settings["report"]["probes"] += gec["report"]["probes"]
+    ct2_settings["report"]["chosen"] += gec["report"]["chosen"]
+    return planning.ct2_jobs(plan, ct2_dirs, gec["choices"], strategies=("greedy",), model="uk-gec", dataset="uagec")
+
+
+def probe_ct2(runner: Runner, plan, ct2_dirs: dict, model: str = "en-de-attn", dataset: str = "multi30k") -> dict:
     """Measure every candidate setting briefly and choose the fastest per workload."""
     probes, table = [], []
-    probe_jobs = planning.ct2_probe_jobs(plan, ct2_dirs)
+    probe_jobs = planning.ct2_probe_jobs(plan, ct2_dirs, model=model, dataset=dataset)
     for job in probe_jobs:
         result = runner.run(job, len(probe_jobs))
         if result is None:
             continue
         probes.append((job, result))
         w = result["workloads"]
-        table.append({"precision": job.precision, "isa": job.env.get("CT2_FORCE_CPU_ISA", "default"),
+        table.append({"model": model, "precision": job.precision, "isa": job.env.get("CT2_FORCE_CPU_ISA", "default"),
                       "selected_isa": result["ct2_log"].get("selected_isa"), "intra": job.spec["intra"],
                       "inter": job.spec["inter"],
                       "b1_ms_p50": w["b1"]["repeats"][0]["ms_p50"] if "b1" in w else None,
                       "b32_sentences_per_s": w["b32"]["repeats"][0]["sentences_per_s"] if "b32" in w else None})
     runner.done = 0
     choices = planning.ct2_choose(probes)
-    chosen = [dict(workload=wid, precision=prec, **{k: v for k, v in c.items() if k != "score"})
+    chosen = [dict(model=model, workload=wid, precision=prec, **{k: v for k, v in c.items() if k != "score"})
               for (prec, wid), c in sorted(choices.items())]
     return {"choices": choices, "report": {"probe_sentences": plan.probe_n, "probes": table, "chosen": chosen}}
 

@@ -55,7 +55,11 @@ def _strategy(name: str, backend, drafter):
     if name == "gad++":
         return lambda batch: gad_plus(backend, drafter, batch, beta=GADPP_BETA, tau=GADPP_TAU, policy=policy)
     if name == "iad":
-        return lambda batch: iad(backend, batch)
+        # As Corrector runs it: one source-draft policy for the whole run, sized by the
+        # model's max_source_len, so the costs it learns on early batches steer the later
+        # ones (a policy per call would re-probe on every sentence at batch 1).
+        source_policy = SourceDraftLength(backend.config.max_source_len)
+        return lambda batch: iad(backend, batch, policy=source_policy)
     if name == "blockwise":
         # What users get (Translator, fastdec): one cost policy for the whole run, which
         # verifies as many of the K proposals as pay, down to plain greedy steps.

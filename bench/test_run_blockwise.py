@@ -81,7 +81,8 @@ def run(tmp_path_factory):
     mp.setattr(bench.models, "CACHE", root / "cache")
     try:
         out = root / "out"
-        results = bench_run.main(["--systems", "heads,ct2", "--strategies", "greedy,blockwise,blockwise-all",
+        results = bench_run.main(["--systems", "heads,ct2", "--models", "en-de-attn,en-de-heads,joint",
+                                  "--strategies", "greedy,blockwise,blockwise-all",
                                   "--precisions", "int8", "--limit", str(LIMIT), "--repeats", "2", "--threads", "1",
                                   "--out", str(out), "--en-de-attn", str(root / "en-de-attn"),
                                   "--en-de-heads", str(heads)])

@@ -7,6 +7,9 @@ quality, missing pieces become 'not run' entries, and the report and plots are w
 Each preparation path is exercised: a float32 model with an int8 `-int8` sibling
 (en-de-attn), a float32 model the benchmark calibrates itself (en-de, SSRU, on the
 Multi30k validation split), and an int8 model whose float32 twin is dequantised (uk-gec).
+The correction rows (issue 16: greedy and IAD at batch 1 and 32, CTranslate2 int8 greedy
+on the same weights, iterations per sentence and tokens per iteration) are checked in the
+full run and in one restricted to them (`--models uk-gec --systems gec,ct2`).
 """
 from __future__ import annotations
 
@@ -41,10 +44,7 @@ def int8_dir(model, spm, out):
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    import bench.models
-    from bench import run as bench_run
-
+def models_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("smoke")
     spm = tiny_spm(root / "spm.model")
     attn = uniform_model(1)
@@ -59,17 +59,37 @@ def run(tmp_path_factory):
         with gzip.open(gec / f"{name}.gz", "wt") as f:
             f.write("\n".join(UAGEC_LINES) + "\n")
     (gec / "stats.json").write_text('{"layer": "gec-only"}')  # marks the corpus complete (export.uagec)
+    return root
+
+
+def bench_main(root, out, *args):
+    import bench.models
+    from bench import run as bench_run
+
     mp = pytest.MonkeyPatch()
-    mp.setenv("FASTDEC_UAGEC", str(gec))
+    mp.setenv("FASTDEC_UAGEC", str(root / "uagec"))
     mp.setattr(bench.models, "CACHE", root / "cache")
     try:
-        out = root / "out"
-        bench_run.main(["--limit", "6", "--repeats", "2", "--threads", "1", "--out", str(out),
-                        "--en-de", str(root / "en-de"), "--en-de-attn", str(root / "en-de-attn"),
-                        "--drafter", str(root / "drafter"), "--uk-gec", str(root / "uk-gec")])
+        bench_run.main(["--threads", "1", "--out", str(out), "--en-de", str(root / "en-de"),
+                        "--en-de-attn", str(root / "en-de-attn"), "--drafter", str(root / "drafter"),
+                        "--uk-gec", str(root / "uk-gec"), *args])
     finally:
         mp.undo()
     return out
+
+
+@pytest.fixture(scope="module")
+def run(models_root):
+    # Only the tiny models: the heads roles default to the shipped models/en-de when it has
+    # proposal heads (bench/test_run_blockwise.py runs them on a tiny model of their own)
+    return bench_main(models_root, models_root / "out", "--limit", "6", "--repeats", "2",
+                      "--models", "en-de,en-de-attn,uk-gec")
+
+
+@pytest.fixture(scope="module")
+def gec_run(models_root):
+    return bench_main(models_root, models_root / "out-gec", "--limit", "6", "--repeats", "1",
+                      "--models", "uk-gec", "--systems", "gec,ct2", "--precisions", "int8")
 
 
 def test_every_system_has_rows_with_figures(run):
@@ -85,13 +105,14 @@ def test_every_system_has_rows_with_figures(run):
         assert ("onnx", "en-de-attn", precision, "greedy") in seen
         assert ("pyfastdec", "uk-gec", precision, "iad") in seen
     assert ("torch", "en-de-attn", "float32", "greedy") in seen
+    assert ("ct2", "uk-gec", "int8", "greedy") in seen
     for r in rows:
         assert len(r["repeats"]) == 2 and r["sentences"] == (3 if r["dataset"] == "uagec" else 6)
         assert r["peak_rss_mb"] > 0 and r["load_s"] > 0 and r["bleu"] is not None
         if r["batch_size"] == 1:
             assert r["ms_p50_min"] <= r["ms_p50"] <= r["ms_p50_max"] and len(r["sentence_ms"]) == r["sentences"]
         if r["system"] != "ct2" or r["precision"] == "int8":
-            assert r["vs_ct2_int8_greedy"] is not None or r["dataset"] == "uagec"
+            assert r["vs_ct2_int8_greedy"] is not None, r["job"]
 
 
 def test_lossless_strategies_equal_greedy(run):
@@ -108,8 +129,10 @@ def test_ct2_settings_are_probed_and_reported(run):
     probes = results["ct2_settings"]["probes"]
     assert {p["isa"] for p in probes} == {"default", "AVX512"}
     assert all(p["selected_isa"] for p in probes)  # parsed from CTranslate2's own log
-    chosen = {(c["workload"], c["precision"]) for c in results["ct2_settings"]["chosen"]}
-    assert chosen == {(w, p) for w in ("multi30k-b1-t1", "multi30k-b32-t1") for p in ("int8", "float32")}
+    chosen = {(c["model"], c["workload"], c["precision"]) for c in results["ct2_settings"]["chosen"]}
+    assert chosen == {("en-de-attn", w, p) for w in ("multi30k-b1-t1", "multi30k-b32-t1") for p in ("int8", "float32")
+                      } | {("uk-gec", w, "int8") for w in ("uagec-b1-t1", "uagec-b32-t1")}
+    assert {p["model"] for p in probes} == {"en-de-attn", "uk-gec"}
 
 
 def test_missing_pieces_are_reported_not_fatal(run):
@@ -132,3 +155,62 @@ def test_missing_model_directory_is_a_reason(tmp_path):
     reasons = " ".join(x["reason"] for x in results["not_run"])
     assert "nope not found" in reasons and "nope-either not found" in reasons
     assert (out / "report.md").is_file()
+
+
+def _gec_rows(out):
+    return [r for r in json.loads((out / "results.json").read_text())["rows"] if r["dataset"] == "uagec"]
+
+
+def test_correction_rows_at_batch_1_and_32_with_iterations(run):
+    """Issue 16's rows: greedy and IAD at both batch sizes and CTranslate2 int8 greedy on
+    the same weights; IAD's outputs equal greedy decoded here, in this process; the
+    iteration figures agree with the outputs they produced."""
+    from bench.data import detokenize
+    from pyfastdec.backends.native import NativeBackend
+    from pyfastdec.decoding import greedy
+
+    rows = _gec_rows(run)
+    root = run.parent
+    sources = json.loads((run / "sources" / "uk-gec.uagec.json").read_text())
+    with gzip.open(run / "outputs.json.gz", "rt") as f:
+        texts = json.load(f)
+    for batch in (1, 32):
+        ct2 = [r for r in rows if r["system"] == "ct2" and r["batch_size"] == batch]
+        assert len(ct2) == 1 and ct2[0]["model"] == "uk-gec" and ct2[0]["precision"] == "int8"
+        for precision, model_dir in (("int8", root / "uk-gec"), ("float32", None)):
+            if model_dir is not None:
+                ids, _ = greedy(NativeBackend(model_dir, threads=1, shortlist=False), sources)
+                expected = detokenize(ids, model_dir / "spm.model")
+            for strategy in ("greedy", "iad"):
+                mine = [r for r in rows if r["system"] == "pyfastdec" and r["precision"] == precision
+                        and r["strategy"] == strategy and r["batch_size"] == batch]
+                assert len(mine) == 1, (precision, strategy, batch)
+                r = mine[0]
+                assert r["vs_ct2_int8_greedy"] > 0 and r["vs_greedy"] > 0
+                if model_dir is not None:
+                    assert texts[f"{r['job']} {r['workload']}"] == expected
+                assert r["lossless_equal"] is (None if strategy == "greedy" else True)
+                # tokens committed = output tokens, plus one EOS for each row that ended with one
+                committed = r["iterations_per_sentence"] * r["tokens_per_iteration"] * r["sentences"]
+                assert r["output_tokens"] - 1e-6 <= committed <= r["output_tokens"] + r["sentences"] + 1e-6
+                if strategy == "greedy":
+                    assert r["tokens_per_iteration"] == 1.0
+                if batch == 1:  # one row per verifier call
+                    assert r["verifier_calls"] == pytest.approx(r["iterations_per_sentence"] * r["sentences"])
+                else:  # one call serves every live row
+                    assert r["verifier_calls"] < r["iterations_per_sentence"] * r["sentences"]
+    report = (run / "report.md").read_text()
+    assert "## Correction with IAD (issue 16)" in report and "## UA-GEC test, batch 32" in report
+    assert "- uagec-b1-t1: IAD is" in report and "- uagec-b32-t1: IAD is" in report
+    assert "times faster" in report and "CTranslate2 int8 greedy on the same weights" in report
+
+
+def test_models_flag_runs_only_the_correction_rows(gec_run):
+    results = json.loads((gec_run / "results.json").read_text())
+    assert {(r["system"], r["model"], r["precision"]) for r in results["rows"]} == \
+        {("pyfastdec", "uk-gec", "int8"), ("ct2", "uk-gec", "int8")}
+    assert {(r["strategy"], r["batch_size"]) for r in results["rows"] if r["system"] == "pyfastdec"} == \
+        {(s, b) for s in ("greedy", "iad") for b in (1, 32)}
+    assert {p["model"] for p in results["ct2_settings"]["probes"]} == {"uk-gec"}
+    assert all(r["lossless_equal"] for r in results["rows"] if r["strategy"] == "iad")
+    assert "## Targets (issue 16)" in (gec_run / "report.md").read_text()
