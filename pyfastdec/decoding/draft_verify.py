@@ -151,6 +151,8 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
         lengths = np.array(lens, dtype=np.int64)
         if width == 1:  # nothing drafted (e.g. the policy chose a plain step): greedy's step
             tokens = pending.reshape(-1, 1)
+        elif len(drafts) == 1:  # batch 1: one list, no padding
+            tokens = np.array([[int(pending[0])] + drafts[0]], dtype=np.int64)
         else:
             tokens = np.full((len(live_ids), width), pad, dtype=np.int64)
             tokens[:, 0] = pending
@@ -257,8 +259,11 @@ def _keep_rows(verifier, state, source, stats, keep, live, held, pending):
 
 def _cut(draft, eos: int, budget: int) -> list[int]:
     """The draft up to and including its first EOS, and at most `budget` tokens (the
-    accepted draft plus the verifier's token must fit the row's length limit)."""
-    draft = [int(t) for t in draft][:max(budget, 0)]
+    accepted draft plus the verifier's token must fit the row's length limit), as a list
+    of Python ints (IAD's drafts already are: they are not copied again)."""
+    draft = draft[:max(budget, 0)]
+    if not isinstance(draft, list):
+        draft = [int(t) for t in draft]
     if eos in draft:
         draft = draft[:draft.index(eos) + 1]
     return draft

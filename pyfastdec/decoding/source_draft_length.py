@@ -85,8 +85,11 @@ class SourceDraftLength:
         self.plain_costs = CostsByRows(window, sloped=False)  # iterations without a draft
         self.verify_costs = CostsByRows(window, sloped=True)  # iterations that made or verified drafts
         self._iteration: Optional[tuple[float, int, int, bool]] = None  # (start, rows, width, drafted)
-        self.reached = np.zeros(k_max)  # rows whose position i was checked (decayed counts)
-        self.kept = np.zeros(k_max)  # ... and whose token i was accepted
+        # Decayed counts, stored divided by _scale (a decay multiplies one number, not 2 x
+        # k_max: the policy runs every iteration, and at batch 1 each microsecond counts).
+        self._reached = np.zeros(k_max)  # rows whose position i was checked
+        self._kept = np.zeros(k_max)  # ... and whose token i was accepted
+        self._scale = 1.0
         self._plain_in_a_row = 0
         self._probe_due = 0  # plain_steps: steps with drafts still due (a probe)
         self._plain_since_probe = 0
@@ -94,7 +97,7 @@ class SourceDraftLength:
         self._probing = False  # the next choice verifies a full block (a probe after plain steps)
         self._probe_gap = probe_every  # plain steps before the next probe (grows while probes fail)
         self._probe_judged = True  # the last probe's outcome has been weighed
-        self._tabulate()
+        self._expected: Optional[list[float]] = None  # expected tokens by draft length, made when needed
 
     # ---- iteration timing
     def iteration_started(self) -> None:
@@ -137,19 +140,49 @@ class SourceDraftLength:
         remember(self.chosen, k, self.KEEP_CHOSEN)
         return k
 
+    @property
+    def reached(self) -> np.ndarray:
+        """Decayed counts of rows whose draft position i was checked."""
+        return self._reached * self._scale
+
+    @property
+    def kept(self) -> np.ndarray:
+        """Decayed counts of rows whose draft token i was accepted."""
+        return self._kept * self._scale
+
     def expected_tokens(self, k: int) -> float:
         """Tokens a row gains from verifying a k-token draft: the accepted draft plus the
         verifier's own token."""
-        return self._expected[k]
+        return self._table()[k]
+
+    def _table(self) -> list[float]:
+        if self._expected is None:
+            p = (self._kept * self._scale + self.PRIOR * self.PRIOR_ROWS) / (self._reached * self._scale
+                                                                            + self.PRIOR_ROWS)
+            self._expected = [1.0] + (1.0 + np.cumsum(np.cumprod(p))).tolist()
+        return self._expected
+
+    def _fade(self, factor: float) -> None:
+        self._scale *= factor
+        if self._scale < 1e-200:  # fold the scale in before it underflows
+            self._reached *= self._scale
+            self._kept *= self._scale
+            self._scale = 1.0
+        self._expected = None
 
     def _best(self, lengths: list[int], longest: int) -> int:
-        rows, expected, drafting = len(lengths), self._expected, [n for n in lengths if n]
+        rows, expected = len(lengths), self._table()
+        drafting = [n for n in lengths if n]
         plain = rows - len(drafting)  # rows without a draft gain their one token anyway
         best_k, best_rate = 0, rows / self._plain_seconds(rows)
+        a, b = self.verify_costs.line(rows)  # the fitted verification cost, seconds = a + b * token rows
         for k in self.candidates:
             width_k = min(k, longest)
-            gain = plain + sum(expected[min(n, width_k)] for n in drafting)
-            rate = gain / self._verify_seconds(rows, 1 + width_k)
+            if len(drafting) == 1:
+                gain = plain + expected[min(drafting[0], width_k)]
+            else:
+                gain = plain + sum(expected[min(n, width_k)] for n in drafting)
+            rate = gain / max(a + b * rows * (1 + width_k), 1e-12)
             if rate > best_rate:
                 best_k, best_rate = k, rate
             if k >= longest:
@@ -178,7 +211,8 @@ class SourceDraftLength:
             self._plain_since_probe, self._probe_due, self._probing, self._probe_judged = 0, 1, True, False
             return 0
         plain = rows / self._plain_seconds(rows)
-        pays = any(rows * self._expected[k] / self._verify_seconds(rows, 1 + k) > plain for k in self.candidates)
+        expected = self._table()
+        pays = any(rows * expected[k] / self._verify_seconds(rows, 1 + k) > plain for k in self.candidates)
         if not self._probe_judged:  # the probe just ran: back to the base gap, or twice the last
             self._probe_gap = self.probe_every if pays else min(2 * self._probe_gap,
                                                                 self.MAX_PROBE_GAP * self.probe_every)
@@ -196,10 +230,7 @@ class SourceDraftLength:
         `rows` rows; the iteration being timed, if any, is dropped (the run interrupted it)."""
         self._plain_since_probe += steps
         if steps:  # acceptance memory fades with steps, drafted or not (it follows the text)
-            fade = self.decay ** (steps / self.PLAIN_STEPS_PER_FADE)
-            self.reached *= fade
-            self.kept *= fade
-            self._tabulate()
+            self._fade(self.decay ** (steps / self.PLAIN_STEPS_PER_FADE))
             self.plain_costs.add(rows, rows, self.cost_model(rows, False) if self.cost_model else seconds / steps)
         self._iteration = None
 
@@ -214,21 +245,22 @@ class SourceDraftLength:
             self._iteration = (self._iteration[0], len(accepted), width, width > 1 or extra_work)
         if width == 1:
             return
+        self._fade(self.decay)
+        weight = 1.0 / self._scale
+        # Position i of a row was checked when i < its length and every earlier one was
+        # kept (i <= accepted); it was kept when i < accepted.
+        if len(accepted) == 1:  # batch 1: two slices instead of two histograms
+            length = min(int(lengths[0]), self.k_max)
+            kept = min(int(accepted[0]), length)
+            self._reached[:min(length, kept + 1)] += weight
+            self._kept[:kept] += weight
+            return
         accepted = np.asarray(accepted, dtype=np.int64)
         lengths = np.minimum(np.asarray(lengths, dtype=np.int64), self.k_max)
         accepted = np.minimum(accepted, lengths)
-        # Position i of a row was checked when i < its length and every earlier one was
-        # kept (i <= accepted); it was kept when i < accepted.
         examined = np.minimum(lengths, accepted + 1)
-        self.reached *= self.decay
-        self.kept *= self.decay
-        self.reached += _rows_beyond(examined, self.k_max)
-        self.kept += _rows_beyond(accepted, self.k_max)
-        self._tabulate()
-
-    def _tabulate(self) -> None:
-        p = (self.kept + self.PRIOR * self.PRIOR_ROWS) / (self.reached + self.PRIOR_ROWS)
-        self._expected = [1.0] + (1.0 + np.cumsum(np.cumprod(p))).tolist()
+        self._reached += weight * _rows_beyond(examined, self.k_max)
+        self._kept += weight * _rows_beyond(accepted, self.k_max)
 
 
 def resolve_policy(policy, k_max: int, strategy: str):
@@ -269,10 +301,15 @@ class CostsByRows:
         return 0 if fit is None else len(fit.points)
 
     def predict(self, rows: int, token_rows: int) -> float:
+        a, b = self.line(rows)
+        return a + b * token_rows
+
+    def line(self, rows: int) -> tuple[float, float]:
+        """(a, b) of the fit that predicts for this batch size: t = a + b * token rows."""
         fit = self.fits.get(rows)
         if fit is not None and len(fit.points) >= self.trust and (fit.sloped or not self.sloped):
-            return fit.predict(token_rows)
-        return self.all.predict(token_rows)
+            return fit.a, fit.b
+        return self.all.a, self.all.b
 
 
 def _rows_beyond(counts: np.ndarray, size: int) -> np.ndarray:

@@ -37,13 +37,23 @@ class SourceNgrams:
             body = body[:-1]
         self.draft_tokens = body + [eos]
         self.max_n = max_n
-        seen: dict[tuple[int, ...], int] = {}  # n-gram -> index after it, -1 if repeated
-        for n in range(1, max_n + 1):
-            for start in range(len(body) - n + 1):
-                gram = tuple(body[start:start + n])
-                seen[gram] = -1 if gram in seen else start + n
-        self.unique_end = {g: end for g, end in seen.items() if end >= 0}
-        self._run_tables: tuple[np.ndarray, np.ndarray] | None = None  # made on first use (margin > 0)
+        # Both made on first use: a sentence IAD copies whole in its first step never needs
+        # the index, and only the edit-margin rule reads the tables.
+        self._unique_end: dict[tuple[int, ...], int] | None = None
+        self._run_tables: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def unique_end(self) -> dict[tuple[int, ...], int]:
+        """Every n-gram (n <= max_n) that occurs once in the source -> the index after it."""
+        if self._unique_end is None:
+            body = self.draft_tokens[:-1]
+            seen: dict[tuple[int, ...], int] = {}  # n-gram -> index after it, -1 if repeated
+            for n in range(1, self.max_n + 1):
+                for start in range(len(body) - n + 1):
+                    gram = tuple(body[start:start + n])
+                    seen[gram] = -1 if gram in seen else start + n
+            self._unique_end = {g: end for g, end in seen.items() if end >= 0}
+        return self._unique_end
 
     def run_tables(self) -> tuple[np.ndarray, np.ndarray]:
         """(source, anchored) as int64 [len(source + EOS) + 1], -1 at the end (after EOS).
