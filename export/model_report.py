@@ -16,7 +16,11 @@ tests check token for token against the PyTorch reference) and scored with sacre
   next to copying the input; the share of output tokens copied from the input (tokens
   inside the longest matching blocks of input and output) and of unchanged sentences;
   edit-level precision, recall and F0.5 per annotator and with the better one per
-  sentence (export/gec_score.py; copying the input scores F0.5 = 0).
+  sentence (export/gec_score.py; copying the input scores F0.5 = 0). Then what users get
+  beside the raw ids: greedy with the model's edit margin (config.json
+  decoding.edit_margin) decoded plainly, the same ids written by copy-through
+  (pyfastdec/copy_through.py), and Corrector(threads).correct on the lines (sentence
+  splitting, copy-through, sentences it cannot read kept).
 """
 from __future__ import annotations
 
@@ -27,7 +31,10 @@ from pathlib import Path
 
 import sacrebleu
 
+from pyfastdec.api import Corrector
 from pyfastdec.backends.native import NativeBackend
+from pyfastdec.copy_through import CopyThrough
+from pyfastdec.model_dir import read_config as read_model_config
 from pyfastdec.decoding import beam_search, gad, greedy
 from pyfastdec.text import Tokenizer
 
@@ -127,7 +134,26 @@ class Reporter:
                 "copy input vs annotator 1": quality(sources, refs[:1]), "copy input vs both": quality(sources, refs),
                 "edits (export.gec_score)": gec_score.score(sources, hyps, refs),
                 "output tokens copied from input %": round(100 * copied / max(total, 1), 1),
-                "sentences unchanged %": round(100 * sum(h == s for h, s in zip(hyps, sources)) / len(sources), 1)}
+                "sentences unchanged %": round(100 * sum(h == s for h, s in zip(hyps, sources)) / len(sources), 1),
+                **self.gec_as_used(path, tok, src, sources, refs)}
+
+    def gec_as_used(self, path: Path, tok: Tokenizer, src: list[list[int]], sources: list[str],
+                    refs: list[list[str]]) -> dict:
+        """What users get: the model's edit margin, then copy-through, then the Corrector."""
+        margin = read_model_config(path / "config.json").edit_margin
+        backend = NativeBackend(path, threads=self.threads)
+        outs, _ = batched(lambda b: greedy(backend, b, edit_margin=margin), src, 32)
+        copy = CopyThrough(tok.sp)
+        rows = {f"greedy, edit margin {margin}, decoded": [tok.decode(o) for o in outs],
+                f"greedy, edit margin {margin}, copy-through": [copy.text(copy.source.pieces(s), o)
+                                                                for s, o in zip(sources, outs)],
+                "Corrector().correct (what users get)": Corrector(path, threads=self.threads).correct(sources)}
+
+        def scores(hyps: list[str]) -> dict:
+            return {"vs annotator 1": quality(hyps, refs[:1]), "edits (export.gec_score)": gec_score.score(
+                sources, hyps, refs), "sentences unchanged %": round(
+                100 * sum(h == s for h, s in zip(hyps, sources)) / len(sources), 1)}
+        return {name: scores(hyps) for name, hyps in rows.items()}
 
 
 def main(argv=None) -> None:

@@ -29,6 +29,7 @@ import numpy as np
 
 from pyfastdec.backends.base import Backend, Want
 from pyfastdec.backends.native import NativeBackend
+from pyfastdec.copy_through import CopyThrough, SourcePieces
 from pyfastdec.decoding import DecodeStats, beam_search, blockwise, default_max_len, gad, gad_plus, greedy, iad
 from pyfastdec.decoding.beam import RULES as BEAM_RULES
 from pyfastdec.decoding.draft_length import AdaptiveDraftLength, DraftLengthPolicy
@@ -220,6 +221,7 @@ class _Unit:
     prefix: list[int]
     seed: tuple[int, int]
     keep: str | None = None  # returned as it is instead of decoded (Corrector: text it cannot read)
+    source: SourcePieces | None = None  # Corrector: the source's original text, for copy-through
 
 
 @dataclass(frozen=True)
@@ -272,6 +274,7 @@ class Translator:
     """
 
     _role = "translate"
+    _copy_through: CopyThrough | None = None  # Corrector: writes text its outputs copied as it was
 
     def __init__(self, model: str | os.PathLike | None = None, drafter: str | os.PathLike | None = None,
                  threads: int | None = None, compute_type: str = "int8", shortlist: bool = True,
@@ -542,11 +545,14 @@ class Translator:
             kind = input_kind(i + offset, item)
             kinds.append(kind)
             keeps: list[str | None] = []
+            sources: list[SourcePieces | None] = []  # per chunk
             if kind == TEXT:
                 _check_text(i + offset, item)
                 found = sentences_with_ids(clean_text(item), self.tokenizer, self.max_source_len - 1)
                 sentences = [chunks for _, chunks in found]
                 keeps = [self._kept_as_is(sentence, chunks) for sentence, chunks in found]
+                sources = [source for (sentence, chunks), keep in zip(found, keeps)
+                           for source in self._copy_sources(sentence, chunks, keep)]
             else:
                 ids = token_ids(i + offset, item, kind, self.tokenizer, self.verifier.vocab_size)
                 sentences = [cut_ids(ids, self.max_source_len - 1, self.tokenizer.starts_word)] if ids else []
@@ -563,15 +569,21 @@ class Translator:
             chunks = [c for s in sentences for c in s]
             # a kept sentence cut into chunks comes back once, with its first chunk
             kept = [keep if j == 0 or keep is None else "" for s, keep in zip(sentences, keeps) for j in range(len(s))]
+            sources = sources or [None] * len(chunks)
             if not chunks and prefixes[i]:
-                chunks, kept = [[]], [None]
-            units += [_Unit(i, c + [self.eos], prefixes[i] if k == 0 else [], (i + offset, k), keep)
-                      for k, (c, keep) in enumerate(zip(chunks, kept))]
+                chunks, kept, sources = [[]], [None], [None]
+            units += [_Unit(i, c + [self.eos], prefixes[i] if k == 0 else [], (i + offset, k), keep, source)
+                      for k, (c, keep, source) in enumerate(zip(chunks, kept, sources))]
         return units, kinds, cuts
 
     def _kept_as_is(self, sentence: str, chunks: list[list[int]]) -> str | None:
         """The text to return for a sentence instead of decoding it (Corrector), or None."""
         return None
+
+    def _copy_sources(self, sentence: str, chunks: list[list[int]], keep: str | None) -> list[SourcePieces | None]:
+        """Per chunk of a sentence, the source whose original text its output copies
+        (Corrector: copy_through.py), or None: the output ids are decoded."""
+        return [None] * len(chunks)
 
     def _run(self, items: list, prefixes, opts: _Options, offset: int = 0):
         """(n-best _Hyp list per input, kinds, DecodeStats, warnings) of one call."""
@@ -598,6 +610,8 @@ class Translator:
                 release()
         per_input: list[list[list[_Hyp]]] = [[] for _ in items]  # input -> units -> n-best
         for unit, h in zip(units, unit_hyps):
+            if unit.source is not None:  # text now: what copied the source is the source's own text
+                h = [_Hyp([self._copy_through.text(unit.source, x.chunks[0])], x.logprob, x.positions) for x in h]
             per_input[unit.input].append(h)
         return [self._join(u) for u in per_input], kinds, stats, splits
 
@@ -718,10 +732,15 @@ class Translator:
 class Corrector(Translator):
     """A correction model (default: the packaged one) decoding with IAD: correct(texts).
 
+    Text the model copies comes back as the user wrote it (copy_through.py): decoding
+    the output ids would normalise it as sentencepiece does ("№" -> "No", "³" -> "3",
+    "…" -> "...", double spaces -> one); only the model's edits are decoded text.
     A sentence with characters the model cannot read (ids that are unk: another script,
     emoji the vocabulary lacks) comes back as it is: the model could only drop or replace
     what it cannot read, and a correction tool must not lose text (the shipped uk-gec
-    turned Japanese into a Ukrainian word)."""
+    turned Japanese into a Ukrainian word; it never writes the unk id, so copy-through
+    could not bring such text back: on the UA-GEC test set it dropped or replaced the
+    unknown characters of all 22 sentences that have any)."""
 
     _role = "correct"
 
@@ -729,6 +748,22 @@ class Corrector(Translator):
         unk = self.verifier.tokens["unk"]
         return sentence if any(unk in c for c in chunks) else None
 
+    def _copy_sources(self, sentence: str, chunks: list[list[int]], keep: str | None) -> list[SourcePieces | None]:
+        if keep is not None or self._copy_through is None:
+            return [None] * len(chunks)
+        source = self._copy_through.source_of(sentence, [t for c in chunks for t in c])
+        if source is None or len(chunks) == 1:
+            return [source] * len(chunks)
+        parts, start = [], 0
+        for c in chunks:  # a sentence cut into chunks: each copies from its own pieces
+            parts.append(source.slice(start, start + len(c)))
+            start += len(c)
+        return parts
+
     def __init__(self, model: str | os.PathLike | None = None, threads: int | None = None,
                  compute_type: str = "int8", shortlist: bool = True):
         super().__init__(model, None, threads, compute_type, shortlist)
+        # Copy-through reads source and output with one sentencepiece model; a model with
+        # separate source and target vocabularies (tokenizer "marian") is decoded plainly.
+        if isinstance(self.tokenizer, Tokenizer):
+            self._copy_through = CopyThrough(self.tokenizer.sp)

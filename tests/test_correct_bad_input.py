@@ -49,6 +49,14 @@ def test_every_line_comes_back_in_order_and_iad_equals_greedy(corrector):
     assert 0.5 * len(LONG) < len(corrected[LINES.index(LONG)]) < 1.5 * len(LONG)
     ordinary = corrected[LINES.index("Я хочу пити каву з молоко.")]
     assert "каву" in ordinary
+    # a line the model copies (greedy's ids are the source's) comes back as it was written
+    tok, copies = corrector.tokenizer, 0
+    for line, got in zip(LINES, corrected):
+        ids = tok.encode(line)
+        if line != LONG and corrector.translate([ids], algo="greedy")[0] == ids:
+            assert got == line
+            copies += 1
+    assert copies >= 5
 
 
 def test_text_the_model_cannot_read_comes_back_unchanged(corrector):

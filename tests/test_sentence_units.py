@@ -20,6 +20,7 @@ import pytest
 from child_python import NEUTRAL_CWD, child_env
 from export.data import corpus_path, read_lines
 from pyfastdec import Corrector, Translator
+from pyfastdec.copy_through import CopyThrough
 from pyfastdec.decoding import beam_search, greedy
 from pyfastdec.text import clean_text, split_sentences
 
@@ -75,11 +76,14 @@ def paragraphs(sentences: list[str], seed: int) -> list[list[str]]:
 
 
 def alone(t: Translator, sentences: list[str], decode=greedy) -> dict[str, str]:
-    """Each sentence decoded alone on the verifier backend (batch of one), as text."""
+    """Each sentence decoded alone on the verifier backend (batch of one), as text: a
+    translation decoded, a correction written by copy-through (copy_through.py, checked
+    against its own references in tests/test_copy_through.py)."""
+    copy = CopyThrough(t.tokenizer.sp) if isinstance(t, Corrector) else None
     out = {}
     for s in sentences:
         ids, _ = decode(t.verifier, [t.tokenizer.encode(s) + [t.eos]])
-        out[s] = t.tokenizer.decode(ids[0])
+        out[s] = copy.text(copy.source.pieces(s), ids[0]) if copy else t.tokenizer.decode(ids[0])
     return out
 
 
