@@ -1,13 +1,15 @@
 """What verifying n positions costs against one greedy step: t_step(n) / t_step(1).
 
     python -m bench.verify_cost [--rounds R] [--batches 1,32] [--max-n 16] [--out FILE.json]
+        [--uk-gec-shortlist FILE]
 
 Every lossless strategy (GAD, IAD, blockwise) pays one decoder call that appends n
 positions per row; it only wins if that call costs little more than a greedy step.
 Workload: the shipped int8 models (models/en-de: SSRU decoder; models/en-de-attn and
-models/uk-gec: attention decoder), with and without their shortlist.bin, 1 thread. Each
-row holds PAST positions (BOS + random tokens) over a test_2016_flickr source, then one
-timed call = NativeBackend.step of n new tokens per row (argmax, as greedy and the
+models/uk-gec: attention decoder), with and without their shortlist.bin, 1 thread;
+--uk-gec-shortlist adds uk-gec with that shortlist file (it ships none). Each row holds
+PAST positions (BOS + random tokens) over a source (test_2016_flickr; UA-GEC test for
+uk-gec, whose pieces and shortlist are made for it), then one timed call = NativeBackend.step of n new tokens per row (argmax, as greedy and the
 verifiers ask) followed by truncate back to PAST, so every round sees the same state.
 The machine is shared, so every configuration and every n are interleaved in each round
 (n in a fresh random order) and the figure is the median over the rounds; ratios are
@@ -24,7 +26,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 PAST = 10  # positions held before the timed call (BOS + 9 tokens)
-# (label, model directory, shortlist on): the shipped int8 models; uk-gec has no shortlist.
+# (label, model directory, shortlist: on / off / a file): the shipped int8 models; uk-gec
+# has no shortlist (--uk-gec-shortlist adds a row with one).
 CONFIGS = [("en-de ssru", "models/en-de", True), ("en-de ssru", "models/en-de", False),
            ("en-de-attn", "models/en-de-attn", True), ("en-de-attn", "models/en-de-attn", False),
            ("uk-gec attn", "models/uk-gec", False)]
@@ -40,7 +43,7 @@ class Case:
         from pyfastdec.backends.native import NativeBackend
 
         self.label, self.shortlist, self.rows = label, shortlist, rows
-        self.backend = NativeBackend(path, threads=1, shortlist=shortlist)
+        self.backend = NativeBackend(path, threads=1, shortlist=shortlist)  # a path: that file
         sp = spm.SentencePieceProcessor(model_file=str(path / "spm.model"))
         eos, bos = self.backend.tokens["eos"], self.backend.tokens["bos"]
         ids = [sp.encode(s)[:126] + [eos] for s in sources[:rows]]
@@ -97,23 +100,30 @@ def main(argv=None):
     parser.add_argument("--max-n", type=int, default=16)
     parser.add_argument("--models", help="comma-separated labels to keep (default: all)")
     parser.add_argument("--out", help="write the medians as JSON here")
+    parser.add_argument("--uk-gec-shortlist", type=Path, metavar="FILE",
+                        help="add a 'uk-gec attn' row with this shortlist.bin (models/uk-gec ships none)")
     args = parser.parse_args(argv)
     import pyfastdec
     from bench.data import multi30k_test
-    sources = multi30k_test(64).sources
+    from bench.data import uagec_test
+    sources = {"multi30k": multi30k_test(64).sources, "ua-gec": uagec_test(64).sources}
     ns = list(range(1, args.max_n + 1))
     keep = None if not args.models else set(args.models.split(","))
-    configs = [c for c in CONFIGS if keep is None or c[0] in keep]
+    configs = CONFIGS + ([("uk-gec attn", "models/uk-gec", args.uk_gec_shortlist.resolve())]
+                         if args.uk_gec_shortlist else [])
+    configs = [c for c in configs if keep is None or c[0] in keep]
     report = {"cpu": pyfastdec.cpu_info()["brand"], "isa": pyfastdec.cpu_info()["isa"], "past": PAST, "rows": []}
     print(f"CPU: {report['cpu']}, kernels: {report['isa']}, 1 thread; t(n) / t(1), medians of interleaved rounds")
     for rows in (int(b) for b in args.batches.split(",")):
-        cases = [Case(label, ROOT / path, sl, rows, sources) for label, path, sl in configs]
+        cases = [Case(label, ROOT / path, sl, rows, sources["ua-gec" if label.startswith("uk-gec") else "multi30k"])
+                 for label, path, sl in configs]
         rounds = args.rounds if rows == 1 else max(10, args.rounds // 10)
         medians = measure(cases, ns, rounds)
         print(f"\nbatch {rows}, {rounds} rounds:")
         print(table(cases, ns, medians), flush=True)
         for i, c in enumerate(cases):
-            report["rows"].append({"model": c.label, "shortlist": c.shortlist, "batch": rows, "rounds": rounds,
+            report["rows"].append({"model": c.label, "shortlist": c.shortlist if isinstance(c.shortlist, bool)
+                                   else str(c.shortlist), "batch": rows, "rounds": rounds,
                                    "ms": {n: medians[(i, n)] * 1e3 for n in ns}})
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1))

@@ -2,7 +2,7 @@
 
     python -m export.shortlist --src train.src --tgt train.distilled.tgt \
         --spm spm.model --out shortlist.bin [--frequent 100] [--best 100] [--iterations 5] \
-        [--probs]
+        [--probs] [--identity]
     python -m export.shortlist rewrite IN OUT [--drop-probs] [--version 2]
 
 The targets should be the teacher's distilled translations: the shortlist then covers
@@ -13,6 +13,11 @@ The probabilities are left out unless --probs: nothing at inference reads them (
 engine uses only the ids, in their stored best-first order), and the Marian export
 (pyfastdec/convert_marian_npz.py) ranks by that order when there are none; without them
 an 8k-vocabulary shortlist is a third of its size with them.
+With --identity every source id's row starts with the id itself (stored with probability
+1), then its best-1 most probable other targets: for a correction model, which mostly
+copies its input, copying every source piece must stay possible whatever IBM Model 1
+estimated (it leaves some seen ids out of their own rows, and ids never seen in the
+training sources have empty rows).
 `rewrite` converts an existing file (version 1 to 2, dropping the probabilities) with the
 same candidates. Only numpy is needed (and sentencepiece for the command line);
 the file format and the reader are in pyfastdec/shortlist.py.
@@ -147,30 +152,47 @@ def _most_frequent(tgt_ids: list[list[int]], vocab_size: int, n: int,
     return np.union1d(top, np.asarray(always, dtype=np.int64))
 
 
-def _best_per_source(table: Ibm1Table, vocab_size: int, best: int):
-    """CSR (indptr, targets, probs) with each source id's `best` most probable targets."""
+def _best_per_source(table: Ibm1Table, vocab_size: int, best: int, identity: bool = False):
+    """CSR (indptr, targets, probs) with each source id's `best` most probable targets.
+
+    identity: every row (seen in training or not) is the id itself, with probability 1,
+    then its best - 1 most probable other targets."""
     keep = table.pair_src < vocab_size            # NULL's translations are not a row
+    if identity:                                  # f -> f is added below, first in its row
+        keep &= table.pair_src != table.pair_tgt
     f, e, p = table.pair_src[keep], table.pair_tgt[keep], table.prob[keep]
     order = np.lexsort((e, -p, f))                # by source, then probability desc, id asc
     f, e, p = f[order], e[order], p[order]
     row_start = np.searchsorted(f, np.arange(vocab_size + 1))
     rank = np.arange(f.size) - row_start[f]
-    keep = rank < best
-    counts = np.bincount(f[keep], minlength=vocab_size)
+    keep = rank < (best - 1 if identity else best)
+    f, e, p = f[keep], e[keep], p[keep]
+    if identity:
+        ids = np.arange(vocab_size, dtype=f.dtype)
+        # A stable sort by source keeps each row's own id (concatenated first) at its head.
+        order = np.argsort(np.concatenate((ids, f)), kind="stable")
+        f = np.concatenate((ids, f))[order]
+        e = np.concatenate((ids, e))[order]
+        p = np.concatenate((np.ones(vocab_size), p))[order]
+    counts = np.bincount(f, minlength=vocab_size)
     indptr = np.concatenate(([0], np.cumsum(counts)))
-    return indptr, e[keep], p[keep]
+    return indptr, e, p
 
 
 def build_shortlist(src_ids: list[list[int]], tgt_ids: list[list[int]], vocab_size: int,
                     frequent: int = 100, best: int = 100, iterations: int = 5, *,
                     always: tuple[int, ...] = DEFAULT_ALWAYS,
                     first_fill_id: int = DEFAULT_FIRST_FILL_ID,
-                    keep_probs: bool = True, log=None) -> Shortlist:
-    """Shortlist from tokenised parallel sentences (lists of ids in [0, vocab_size))."""
+                    keep_probs: bool = True, identity: bool = False, log=None) -> Shortlist:
+    """Shortlist from tokenised parallel sentences (lists of ids in [0, vocab_size)).
+    identity: every source id lists itself first (a copy is always a candidate; for
+    correction models), then its best - 1 most probable other targets."""
     if frequent < 0 or best < 0 or iterations < 1:
         raise ValueError("frequent and best must be >= 0 and iterations >= 1")
+    if identity and best < 1:
+        raise ValueError("identity needs best >= 1 (the row's first entry is the source id)")
     table = train_ibm1(src_ids, tgt_ids, vocab_size, iterations, log=log)
-    indptr, targets, probs = _best_per_source(table, vocab_size, best)
+    indptr, targets, probs = _best_per_source(table, vocab_size, best, identity)
     return Shortlist(vocab_size, _most_frequent(tgt_ids, vocab_size, frequent, always),
                      indptr, targets, probs.astype(np.float32) if keep_probs else None,
                      best=best, first_fill_id=first_fill_id)
@@ -272,6 +294,9 @@ def main(argv=None) -> int:
     ap.add_argument("--frequent", type=int, default=100, help="most frequent target ids kept")
     ap.add_argument("--best", type=int, default=100, help="best target ids per source id")
     ap.add_argument("--iterations", type=int, default=5, help="EM iterations")
+    ap.add_argument("--identity", action="store_true",
+                    help="every source id lists itself first (correction: copying stays possible); "
+                         "--best counts it")
     probs = ap.add_mutually_exclusive_group()
     probs.add_argument("--probs", action="store_true", help="keep t(e|f) in a probability section")
     probs.add_argument("--no-probs", action="store_true",
@@ -293,7 +318,7 @@ def main(argv=None) -> int:
         shortlist = build_shortlist(src_ids, tgt_ids, sp.get_piece_size(), args.frequent,
                                     args.best, args.iterations, always=always,
                                     first_fill_id=first_fill_id,
-                                    keep_probs=args.probs, log=log)
+                                    keep_probs=args.probs, identity=args.identity, log=log)
         shortlist.save(args.out, version=args.version)
     except (OSError, ValueError) as err:
         log(f"error: {err}")

@@ -64,3 +64,33 @@ def test_choose_checkpoint_takes_the_better_validation_score(tmp_path):
     assert choose_checkpoint(tmp_path) == tmp_path / "best.pt"
     (tmp_path / "results.json").write_text(json.dumps({"averaged": {"val": 32.0}, "best": {"val": 31.0}}))
     assert choose_checkpoint(tmp_path) == tmp_path / "averaged.pt"
+
+
+def test_gec_shortlist_lets_every_source_piece_be_copied(tmp_path):
+    import gzip
+
+    import pytest
+    spm = pytest.importorskip("sentencepiece")
+    from pyfastdec.shortlist import Shortlist
+
+    # Correction-like pairs: the target respells one word, so "spav" is never copied and
+    # IBM Model 1 alone would not list it among its own targets.
+    words = ["mama", "myla", "ramu", "tato", "chytav", "knyhu", "kit", "spav"]
+    src = [" ".join(words[(i + k) % len(words)] for k in range(4)) for i in range(64)]
+    tgt = [line.replace("spav", "kit") for line in src]
+    data, model = tmp_path / "ua-gec", tmp_path / "uk-gec"
+    data.mkdir()
+    model.mkdir()
+    for name, lines in (("train.src.gz", src), ("train.tgt.gz", tgt)):
+        with gzip.open(data / name, "wt", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+    (tmp_path / "both.txt").write_text("\n".join(src + tgt) + "\n")
+    spm.SentencePieceTrainer.train(
+        input=str(tmp_path / "both.txt"), model_prefix=str(model / "spm"), vocab_size=20, model_type="word",
+        pad_id=0, unk_id=1, bos_id=2, eos_id=3, user_defined_symbols=["<mask>"], hard_vocab_limit=False,
+        minloglevel=2)
+    builder = Builder(tmp_path / "runs", tmp_path, threads=1, minutes={})
+    assert builder.gec_shortlist(model, data) == model
+    sl = Shortlist.load(model / "shortlist.bin")
+    assert all(sl.translations(f)[0][0] == f for f in range(sl.vocab_size))
+    assert sl.best == 20
