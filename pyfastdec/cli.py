@@ -766,6 +766,8 @@ def model_summary(path: str) -> list[str]:
     ]
     if c.block_size is not None:
         lines.append(f"  block_size: {c.block_size}")
+    if c.edit_margin:
+        lines.append(f"  edit margin: {c.edit_margin:g} nats (correct's default; config.json decoding.edit_margin)")
     return lines
 
 
