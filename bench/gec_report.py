@@ -39,7 +39,7 @@ def gec_section(rows: list[dict]) -> list[str]:
     mine = _gec_rows(rows)
     if not mine:
         return []
-    lines = [f"## Correction with IAD (issue 16)", "",
+    lines = ["## Correction with IAD (issue 16)", "",
              "IAD and greedy on the correction model, and CTranslate2 int8 greedy on the same weights (converted "
              "with pyfastdec.convert, at its best probed setting). Iter/sent: verifier calls each sentence takes "
              "part in (greedy: output tokens + 1). Calls: batched verifier steps over the pass (at batch 32 one "
