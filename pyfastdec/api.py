@@ -37,7 +37,7 @@ from pyfastdec.decoding.prefix import PrefixedBackend, PrefixSource
 from pyfastdec.decoding.sampling import check_sampling, sample
 from pyfastdec.decoding.source_draft_length import SourceDraftLength
 from pyfastdec.default_strategy import StrategyChoice, default_strategy
-from pyfastdec.model_dir import ModelDir, ModelDirError
+from pyfastdec.model_dir import ModelDir, ModelDirError, is_edit_margin
 from pyfastdec.runtime import check_threads, default_threads
 from pyfastdec.size_limits import MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK, MAX_N_BEST, check_size
 from pyfastdec.text import Tokenizer, clean_text, cut_ids, load_tokenizer, sentences_with_ids
@@ -470,8 +470,7 @@ class Translator:
             if algo not in ("greedy", "iad") or target_prefix is not None:
                 return 0.0
             return self.model_dir.config.edit_margin
-        if isinstance(edit_margin, bool) or not isinstance(edit_margin, (int, float)) \
-                or not math.isfinite(edit_margin) or edit_margin < 0:
+        if not is_edit_margin(edit_margin):
             raise ValueError(f"edit_margin must be a finite number >= 0 (nats), got {edit_margin!r}")
         if edit_margin and algo not in ("greedy", "iad"):
             raise ValueError(f"edit_margin={edit_margin}: the edit-margin rule applies to algo 'greedy' and 'iad' "

@@ -154,7 +154,7 @@ class ModelConfig:
     tokenizer: str = "spm"
     # config.json "decoding" (optional): defaults chosen for this model on its val set.
     # edit_margin: a correction model's edit must beat keeping the source token by this many
-    # nats (pyfastdec/decoding/keep.py); absent: 0, plain greedy.
+    # nats (pyfastdec/decoding/source_ngrams.py); absent: 0, plain greedy.
     edit_margin: float = 0.0
 
 
@@ -255,6 +255,11 @@ def _parse_eps(r: _ConfigReader, obj: dict) -> float:
     return float(eps)
 
 
+def is_edit_margin(value: Any) -> bool:
+    """A valid edit margin: a finite real number >= 0 (bool is not one)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
+
+
 def _parse_decoding(r: _ConfigReader, obj: dict, arch: str) -> float:
     """config.json "decoding" -> edit_margin (0.0 when absent)."""
     if "decoding" not in obj:
@@ -262,7 +267,7 @@ def _parse_decoding(r: _ConfigReader, obj: dict, arch: str) -> float:
     decoding = r.mapping(obj, "decoding", "", 'an object {"edit_margin": ...}')
     r.only(decoding, DECODING_FIELDS, "decoding.")
     margin = decoding.get("edit_margin", 0.0)
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin) or margin < 0:
+    if not is_edit_margin(margin):
         raise r.fail("decoding.edit_margin", f"{_show(margin)} (expected a number >= 0: nats an edit must win by)")
     if margin and arch != "transformer":
         raise r.fail("decoding.edit_margin", f"{_show(margin)} (a {arch!r} model drafts; it decodes nothing itself)")

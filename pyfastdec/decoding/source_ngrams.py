@@ -98,9 +98,15 @@ class SourceNgrams:
     def kept_along(self, output: list[int], draft) -> list[int]:
         """The kept token after output + draft[:i], for i = 0 .. len(draft): one per
         position of an IAD step that appends [pending, draft...] to `output`."""
+        return self._kept_along(output, draft, self._is_prefix(output))
+
+    def _is_prefix(self, output: list[int]) -> bool:
+        """Whether the output so far is a prefix of the source (EOS included)."""
+        return len(output) < len(self.draft_tokens) and self.draft_tokens[:len(output)] == output
+
+    def _kept_along(self, output: list[int], draft, on_source: bool) -> list[int]:
         source = self.draft_tokens
         done = len(output)
-        on_source = done < len(source) and source[:done] == output  # output is a source prefix
         tail = list(output[-self.max_n:])
         kept = []
         for i in range(len(draft) + 1):
@@ -129,11 +135,11 @@ class SourceNgrams:
         is the precomputed one of a copied run, or, while the output is still the
         source's prefix and the draft continues it, simply the next source token."""
         head = min(k, self.max_n - 1)
+        prefix = self._is_prefix(output)
         kept = np.empty(k + 1, dtype=np.int64)
-        kept[:head + 1] = self.kept_along(output, self.draft_tokens[start:start + head])
+        kept[:head + 1] = self._kept_along(output, self.draft_tokens[start:start + head], prefix)
         if k > head:
-            done = len(output)
-            continues = start == done and self.draft_tokens[:done] == output
+            continues = prefix and start == len(output)
             source, anchored = self.run_tables()
             kept[head + 1:] = (source if continues else anchored)[start + head + 1:start + k + 1]
         return kept
