@@ -34,6 +34,7 @@ ModelConfig parse_config(const py::dict& c) {
     return out;
   };
   cfg.encoder = layers(c["encoder"]);
+  cfg.shared_encoder = c["encoder"].contains("shared") && !c["encoder"]["shared"].is_none();
   cfg.decoder = layers(c["decoder"]);
   cfg.ssru_decoder = c["decoder"]["self"].cast<std::string>() == "ssru";
   py::dict tokens = c["tokens"];
@@ -161,6 +162,17 @@ class PyModel {
       for (size_t b = 0; b < src.size(); ++b) index->candidates(src[b].data(), src[b].size(), &lists[b]);
     }
     m.memory = model_->encode(src, lists);
+    return m;
+  }
+
+  // host: another model's memory (its encoder is the one this model reads; which one is
+  // checked by the Python loader); the result is this model's.
+  PyMemory attach(const PyMemory& host) {
+    OpTimer timer(Op::kBinding);
+    PyMemory m;
+    m.owner = id_;
+    py::gil_scoped_release release;
+    m.memory = model_->attach(host.memory);
     return m;
   }
 
@@ -450,6 +462,7 @@ void bind_model(py::module_& m) {
            "Counts since load: output-layer calls on the union GEMM / per-row kernel, union blocks built.")
       .def_property_readonly("proposal_heads", &PyModel::proposal_heads)
       .def("encode", &PyModel::encode, py::arg("sources"), py::arg("shortlists") = py::none())
+      .def("attach", &PyModel::attach, py::arg("host_memory"))
       .def("start", &PyModel::start, py::arg("memory"))
       .def("step", &PyModel::step, py::arg("state"), py::arg("tokens"), py::kw_only(), py::arg("argmax") = true,
            py::arg("topk") = 0, py::arg("ids") = py::none(), py::arg("logprobs") = false,

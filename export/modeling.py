@@ -56,6 +56,9 @@ class ModelConfig:
     positions: str = "interleaved"  # "interleaved" | "halves" (HF Marian) | "marian" (Marian C++)
     suppress: list = field(default_factory=list)  # ids never generated (logit -inf)
     tokenizer: str = "spm"  # "spm" (spm.model) | "marian" (source.spm, target.spm, vocab.json)
+    # A decoder that reads another model's encoder output has no encoder of its own: this
+    # names that encoder ("sha256:...", pyfastdec.model_dir.encoder_digest of its host).
+    encoder_shared: str | None = None
 
     def __post_init__(self):
         self.encoder_layers = [l if isinstance(l, LayerSpec) else LayerSpec(**l) for l in self.encoder_layers]
@@ -71,6 +74,8 @@ class ModelConfig:
         if self.tokenizer not in ("spm", "marian"):
             raise ValueError(f"tokenizer {self.tokenizer!r} is not 'spm' or 'marian'")
         self.suppress = [int(i) for i in self.suppress]
+        if self.encoder_shared is not None and self.encoder_layers:
+            raise ValueError("encoder: a shared encoder (encoder.shared) has no layers of its own")
         if self.decoder_self not in ("attention", "ssru"):
             raise ValueError(f"decoder self {self.decoder_self!r} is not 'attention' or 'ssru'")
         if self.arch == "nat-drafter":
@@ -102,6 +107,8 @@ class ModelConfig:
             "decoder": {"self": self.decoder_self, "layers": [asdict(l) for l in self.decoder_layers]},
             "tokens": dict(self.tokens), "max_source_len": self.max_source_len,
         }
+        if self.encoder_shared is not None:
+            out["encoder"]["shared"] = self.encoder_shared
         if self.arch == "nat-drafter":
             out["block_size"] = self.block_size
         out["quantization"] = self.quantization
@@ -128,7 +135,7 @@ class ModelConfig:
                 encoder_layers=obj["encoder"]["layers"], decoder_layers=obj["decoder"]["layers"],
                 decoder_self=obj["decoder"]["self"], tokens=obj["tokens"],
                 max_source_len=obj["max_source_len"], block_size=obj.get("block_size"),
-                quantization=obj.get("quantization"), heads=heads,
+                quantization=obj.get("quantization"), heads=heads, encoder_shared=obj["encoder"].get("shared"),
                 **{name: obj.get(name, default) for name, default in OPTIONAL_FIELDS.items()},
             )
         except KeyError as err:
@@ -503,7 +510,10 @@ class Seq2Seq(nn.Module):
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         nn.init.normal_(self.embed.weight, std=cfg.d_model ** -0.5)
         self.output = Output(cfg.vocab_size)
-        self.encoder = Encoder(cfg, dropout, attn_dropout, act_dropout)
+        # A shared-encoder model reads its host's encoder output (attach_host); its own
+        # embedding only embeds target tokens and forms the output layer.
+        self.encoder = None if cfg.encoder_shared else Encoder(cfg, dropout, attn_dropout, act_dropout)
+        self.host: "Seq2Seq | None" = None
         self.decoder = Decoder(cfg, dropout, attn_dropout, act_dropout)
         self.dropout = dropout
         for name, p in self.named_parameters():
@@ -551,9 +561,28 @@ class Seq2Seq(nn.Module):
             raise ValueError("proposal_logits: this model has no proposal heads (config heads = None)")
         return self.logits(self.heads(s))
 
+    def attach_host(self, host: "Seq2Seq") -> "Seq2Seq":
+        """Makes `encode` run host's encoder (frozen, in eval mode: this model trains only
+        its decoder over it). host is not a submodule: its weights are not this model's
+        parameters and are not saved with it. Returns self."""
+        if self.encoder is not None:
+            raise ValueError("attach_host: this model has its own encoder (config encoder.shared is absent)")
+        if host.cfg.d_model != self.cfg.d_model or host.cfg.vocab_size != self.cfg.vocab_size:
+            raise ValueError(f"attach_host: host d_model/vocab_size {host.cfg.d_model}/{host.cfg.vocab_size} differ "
+                             f"from this model's {self.cfg.d_model}/{self.cfg.vocab_size}")
+        for p in host.parameters():
+            p.requires_grad_(False)
+        object.__setattr__(self, "host", host.eval())
+        return self
+
     # -- encoder
     def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src [B,S] (pad-padded) -> (memory [B,S,d], src_keep [B,S] bool)."""
+        if self.encoder is None:
+            if self.host is None:
+                raise ValueError("encode: this model shares another model's encoder; attach_host(host) first")
+            with torch.no_grad():
+                return self.host.encode(src)
         keep = src != self.pad
         pos = torch.arange(src.shape[1]).expand_as(src)
         memory = self.encoder(self.embed_tokens(src, pos), keep[:, None, None, :])

@@ -142,6 +142,41 @@ def _drafter() -> Seq2Seq:
         return _quiet(_train(model, pairs, WARM_STEPS, lambda m, b: block_loss(m, b, k, 0.0, gen), 1, LR))
 
 
+@lru_cache(maxsize=None)
+def _shared(kind: str, host_self: str) -> Seq2Seq:
+    """A model without an encoder over the verifier `host_self`'s encoder (export.
+    train_shared's setup): "drafter", a NAT drafter, or "little", BiLD's one-layer
+    autoregressive model (an SSRU decoder over the attention verifier and an attention
+    decoder over the SSRU one, so both cache kinds roll back in both roles). Trained on
+    the host's greedy outputs, the host frozen."""
+    host = _verifier(host_self)
+    sources = task_sources(1000, seed=3000)
+    with _one_thread():
+        pairs = [(s, o) for s, o in zip(sources, greedy(host, sources, batch_size=500))]
+        torch.manual_seed(2)
+        little_self = "ssru" if host_self == "attention" else "attention"
+        cfg = tiny_config(arch="nat-drafter" if kind == "drafter" else "transformer",
+                          decoder_self="attention" if kind == "drafter" else little_self)
+        cfg.encoder_layers, cfg.encoder_shared = [], "sha256:" + "0" * 64  # the digest: set when written
+        if kind == "little":
+            cfg.decoder_layers = cfg.decoder_layers[:1]
+        model = Seq2Seq(cfg)
+        init_from_teacher(model, {k: v for k, v in host.state_dict().items() if not k.startswith("encoder.")})
+        model.attach_host(host)
+        if kind == "drafter":
+            gen = torch.Generator().manual_seed(2)
+            loss = lambda m, b: block_loss(m, b, cfg.block_size, 0.0, gen)  # noqa: E731
+        else:
+            loss = _ar_loss
+        return _quiet(_train(model, pairs, WARM_STEPS, loss, 2, LR))
+
+
+def trained_shared(kind: str, host_self: str = "attention") -> Seq2Seq:
+    """A copy of _shared(kind, host_self), attached to its own copy of the host verifier."""
+    model = copy.deepcopy(_shared(kind, host_self))
+    return model.attach_host(copy.deepcopy(_verifier(host_self)))
+
+
 def trained_verifier(decoder_self: str = "attention") -> Seq2Seq:
     """A tiny verifier (export.tiny.tiny_config shapes, attention or SSRU decoder) trained
     on translate(); a copy, so callers may change it."""

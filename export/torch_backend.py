@@ -46,6 +46,7 @@ class TorchBackend:
         self.arch = cfg.arch
         self.block_size = cfg.block_size
         self.proposal_heads = cfg.heads[0] if cfg.heads else 0  # K; 0: Want.proposals is refused
+        self.shares_encoder = cfg.encoder_shared is not None  # memory from attach(host memory)
         self.name = str(name) if name is not None else "this torch model"
 
     @classmethod
@@ -58,6 +59,9 @@ class TorchBackend:
     # ---- protocol
     @torch.no_grad()
     def encode(self, src_ids: list[list[int]]) -> TorchMemory:
+        if self.shares_encoder:  # as the native backend: memory comes from the host's (attach)
+            raise ValueError(f"encode: {self.name} has no encoder (config encoder.shared); attach it to the "
+                             f"memory of the model whose encoder it reads")
         if not src_ids:
             raise ValueError("encode: empty batch")
         for i, s in enumerate(src_ids):
@@ -65,6 +69,13 @@ class TorchBackend:
                 raise ValueError(f"encode: source row {i} is empty (it must at least hold EOS)")
         memory, keep = self.model.encode(pad_batch([list(map(int, s)) for s in src_ids], self.model.pad))
         return TorchMemory(memory, keep)
+
+    def attach(self, host_memory: TorchMemory) -> TorchMemory:
+        """A shared-encoder model reads the host's encoder output as it is: its decoder
+        projects its own cross-attention K/V from it at every use."""
+        if not self.shares_encoder:
+            raise ValueError(f"attach: {self.name} has its own encoder (config encoder.shared is absent); use encode")
+        return TorchMemory(host_memory.memory, host_memory.keep)
 
     def start(self, memory: TorchMemory) -> TorchState:
         self._require_ar("start")

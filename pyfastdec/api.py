@@ -32,18 +32,21 @@ from pyfastdec.backends.native import NativeBackend
 from pyfastdec.copy_through import CopyThrough, SourcePieces
 from pyfastdec.decoding import DecodeStats, beam_search, blockwise, default_max_len, gad, gad_plus, greedy, iad
 from pyfastdec.decoding.beam import RULES as BEAM_RULES
+from pyfastdec.decoding.bild import DEFAULT_FALLBACK, MAX_ROLLBACK, bild
+from pyfastdec.decoding.draft_or_plain import DraftOrPlain
 from pyfastdec.decoding.draft_length import AdaptiveDraftLength, DraftLengthPolicy
 from pyfastdec.decoding.prefix import PrefixedBackend, PrefixSource
 from pyfastdec.decoding.sampling import check_sampling, sample
 from pyfastdec.decoding.source_draft_length import SourceDraftLength
 from pyfastdec.default_strategy import StrategyChoice, default_strategy
-from pyfastdec.model_dir import ModelDir, ModelDirError, is_edit_margin
+from pyfastdec.model_dir import ModelDir, ModelDirError, check_shared_encoder, is_edit_margin
 from pyfastdec.runtime import check_threads, default_threads
 from pyfastdec.size_limits import MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK, MAX_N_BEST, check_size
 from pyfastdec.text import Tokenizer, clean_text, cut_ids, load_tokenizer, sentences_with_ids
 from pyfastdec.token_input import TEXT, as_kind, input_kind, token_ids
 
-ALGOS = ("greedy", "beam", "iad", "gad", "gad++", "blockwise")
+ALGOS = ("greedy", "beam", "iad", "gad", "gad++", "blockwise", "bild", "bild-lossy")
+BILD_ALGOS = ("bild", "bild-lossy")
 COMPUTE_TYPES = ("int8", "float32")
 # The models shipped inside the package (pyfastdec/models/<name>), by role.
 DEFAULT_MODELS = {"translate": "en-de", "drafter": "en-de-drafter", "correct": "uk-gec"}
@@ -106,12 +109,22 @@ def check_compute_type(model_dir: ModelDir, compute_type: str) -> None:
             RuntimeWarning, stacklevel=4)
 
 
+def is_little(drafter: ModelDir) -> bool:
+    """A draft model that decodes autoregressively over the verifier's encoder: BiLD's
+    little model (a NAT drafter is GAD's)."""
+    return drafter.config.arch == "transformer" and drafter.config.encoder_shared is not None
+
+
 def check_drafter(verifier: ModelDir, drafter: ModelDir) -> None:
-    """The drafter must be a NAT drafter speaking the verifier's vocabulary: same size,
+    """The draft model must be a NAT drafter (GAD) or a little autoregressive model that
+    reads the verifier's encoder (BiLD), speaking the verifier's vocabulary: same size,
     same special ids and the same sentencepiece pieces (a byte-identical spm.model, or
-    one with identical pieces in identical order)."""
-    if drafter.config.arch != "nat-drafter":
-        raise ModelDirError(f"{drafter.path}: arch: {drafter.config.arch!r} (expected \"nat-drafter\" for a drafter)")
+    one with identical pieces in identical order). One without an encoder must have been
+    trained over this verifier's (model_dir.check_shared_encoder)."""
+    if drafter.config.arch != "nat-drafter" and not is_little(drafter):
+        raise ModelDirError(f"{drafter.path}: arch: {drafter.config.arch!r} (expected \"nat-drafter\" for a GAD "
+                            f"drafter, or \"transformer\" with encoder.shared for a BiLD little model)")
+    check_shared_encoder(verifier, drafter, "drafter" if drafter.config.arch == "nat-drafter" else "little model")
     if drafter.config.vocab_size != verifier.config.vocab_size:
         raise ModelDirError(f"{drafter.path}: vocab_size: {drafter.config.vocab_size} differs from the "
                             f"verifier's {verifier.config.vocab_size} ({verifier.path}); a drafter must share "
@@ -153,6 +166,9 @@ def load_checked(model: str | os.PathLike | None, drafter: str | os.PathLike | N
     if model_dir.config.arch != "transformer":
         raise ModelDirError(f"{model_dir.path}: arch: {model_dir.config.arch!r} (expected \"transformer\": "
                             f"a drafter is passed as the drafter, next to its verifier model)")
+    if model_dir.config.encoder_shared is not None:
+        raise ModelDirError(f"{model_dir.path}/config.json: encoder.shared: this model has no encoder of its own "
+                            f"(a BiLD little model): pass it as the drafter, next to the model whose encoder it reads")
     if drafter_dir is not None:
         check_drafter(model_dir, drafter_dir)
     return model_dir, drafter_dir
@@ -243,6 +259,8 @@ class _Options:
     seed: int
     beam_rule: str = "pyfastdec"  # decoding/beam.py RULES
     edit_margin: float = 0.0  # greedy / iad: the edit-margin rule (decoding/source_ngrams.py)
+    fallback: float = 0.0  # bild: the little model drafts while its top-1 probability is >= this
+    rollback: float = 0.0  # bild-lossy: nats a little token may be from the big model (decoding/bild.py)
 
 
 class ScoredOutput(NamedTuple):
@@ -261,8 +279,10 @@ class Translator:
     """A model (and optional GAD drafter) on the native engine, translating raw text.
 
     model: a model directory (default: the packaged model; see resolve_model).
-    drafter: a "nat-drafter" directory sharing the model's vocabulary (needed by algo
-        "gad" and "gad++"; default: the packaged drafter when model is also the default).
+    drafter: a draft model sharing the model's vocabulary: a "nat-drafter" directory
+        (algo "gad" and "gad++"; default: the packaged drafter when model is also the
+        default), or a little autoregressive model over the model's encoder (config.json
+        encoder.shared; algo "bild" and "bild-lossy").
     threads: intra-op threads per model (default: physical cores or FASTDEC_THREADS).
     compute_type: "int8" (runs an int8 directory's int8 weights; a float32 directory runs
         float32 with a warning) or "float32" (refused for an int8 directory).
@@ -291,8 +311,9 @@ class Translator:
         if self.drafter_dir is not None:
             limits.append(self.drafter_dir.config.max_source_len)
         self.max_source_len = min(limits)  # ids per source, EOS included
+        self._bild_policy: DraftOrPlain | None = None
         if draft_policy is not None:
-            if self.drafter is None:
+            if self.drafter is None or self.drafter.arch != "nat-drafter":
                 raise ValueError("draft_policy: applies to GAD, which needs a drafter (Translator(model, drafter=...))")
             if draft_policy.k_max != self.drafter.block_size:
                 raise ValueError(f"draft_policy: k_max {draft_policy.k_max} differs from the drafter's block_size "
@@ -310,13 +331,14 @@ class Translator:
                   target_prefix: Sequence | None = None, max_decoding_length: int | None = None,
                   length_penalty: float = 1.0, num_hypotheses: int | None = None, sampling_topk: int = 1,
                   sampling_temperature: float = 1.0, sampling_seed: int | None = None, beam_rule: str = "pyfastdec",
-                  edit_margin: float | None = None):
+                  edit_margin: float | None = None, fallback: float | None = None, rollback: float | None = None):
         """Translate `texts` (a list of inputs, or one string) in input order.
 
         An input is raw text (str), or a list of sentencepiece pieces, or a list of token
         ids (token_input.py); its output has the same kind.
         algo: "greedy", "beam", "iad", "gad" (lossless: = greedy), "gad++" (top-beta, tau),
-            "blockwise" (the model's proposal heads; lossless);
+            "blockwise" (the model's proposal heads; lossless), "bild" (a little model
+            drafts while confident; lossless) and "bild-lossy" (BiLD's rollback rule);
             None (default): "beam" when beam_size > 1, random sampling when sampling_topk
             is not 1, else the fastest lossless strategy the model supports
             (self.strategy; default_strategy.py).
@@ -365,7 +387,8 @@ class Translator:
         prefixes = None if target_prefix is None else [target_prefix] if single else target_prefix
         opts = self._options(algo, beam_size, batch_size, n_best, return_scores, block, beta, tau,
                              max_decoding_length, length_penalty, num_hypotheses, sampling_topk,
-                             sampling_temperature, sampling_seed, beam_rule, edit_margin, prefixes)
+                             sampling_temperature, sampling_seed, beam_rule, edit_margin, prefixes,
+                             fallback, rollback)
         hyps, kinds, stats, splits = self._run(items, prefixes, opts)
         for warning in splits:
             warnings.warn(warning, stacklevel=2)
@@ -423,7 +446,7 @@ class Translator:
     def _options(self, algo=None, beam_size=1, batch_size=32, n_best=1, return_scores=False, block=None,
                  beta=1, tau=0.0, max_decoding_length=None, length_penalty=1.0, num_hypotheses=None,
                  sampling_topk=1, sampling_temperature=1.0, sampling_seed=None, beam_rule="pyfastdec",
-                 edit_margin=None, target_prefix=None) -> _Options:
+                 edit_margin=None, target_prefix=None, fallback=None, rollback=None) -> _Options:
         """The checked options of one call; ValueError/TypeError naming the bad one."""
         if num_hypotheses is not None:
             if n_best != 1 and n_best != num_hypotheses:
@@ -462,7 +485,29 @@ class Translator:
         return _Options(algo, beam_size, batch_size, n_best, return_scores, block, beta, tau,
                         None if max_decoding_length is None else int(max_decoding_length), float(length_penalty),
                         int(sampling_topk), float(sampling_temperature), seed, beam_rule,
-                        self._edit_margin(algo, edit_margin, target_prefix))
+                        self._edit_margin(algo, edit_margin, target_prefix), *self._bild(algo, fallback, rollback))
+
+    def _bild(self, algo: str, fallback, rollback) -> tuple[float, float]:
+        """The checked (fallback, rollback) of a call: explicit, or the little model's own
+        (config.json decoding; bild.DEFAULT_FALLBACK without). bild is lossless (rollback 0)."""
+        if algo not in BILD_ALGOS:
+            if fallback is not None or rollback is not None:
+                raise ValueError(f"fallback={fallback}, rollback={rollback}: BiLD thresholds apply to algo "
+                                 f"'bild' and 'bild-lossy' only, got {algo!r}")
+            return 0.0, 0.0
+        own = self.drafter_dir.config.bild or {}
+        if algo == "bild":
+            if rollback:
+                raise ValueError(f"rollback={rollback}: algo 'bild' is lossless (rollback 0); use 'bild-lossy'")
+            rollback, default = 0.0, own.get("fallback", DEFAULT_FALLBACK)
+        else:
+            default = own.get("lossy_fallback", DEFAULT_FALLBACK)
+            rollback = own.get("rollback", 1.0) if rollback is None else rollback
+        fallback = default if fallback is None else fallback
+        for name, value, top in (("fallback", fallback, 1.0), ("rollback", rollback, MAX_ROLLBACK)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= top:
+                raise ValueError(f"{name} must be a number in [0, {top:.4g}], got {value!r}")
+        return float(fallback), float(rollback)
 
     def _edit_margin(self, algo: str, edit_margin, target_prefix) -> float:
         """The checked edit margin of a call: explicit, or the model's own for greedy/iad."""
@@ -493,10 +538,14 @@ class Translator:
         if algo == "blockwise" and not self.verifier.proposal_heads:
             raise ValueError(f"algo 'blockwise' needs proposal heads in the model: {self.model_dir.path}/config.json "
                              f"has no \"heads\" (add them with python -m export.train_heads), or use algo='greedy'")
+        if algo in BILD_ALGOS and (self.drafter is None or self.drafter.arch != "transformer"):
+            raise ValueError(f"algo {algo!r} needs a little model: Translator(model, drafter='path/to/little') "
+                             f"(CLI: --drafter DIR), an autoregressive model with config.json encoder.shared "
+                             f"(export.train_shared little); or use algo='greedy'")
         if algo in ("gad", "gad++"):
-            if self.drafter is None:
-                raise ValueError(f"algo {algo!r} needs a drafter: Translator(model, drafter='path/to/drafter') "
-                                 f"(CLI: --drafter DIR), or use algo='greedy'")
+            if self.drafter is None or self.drafter.arch != "nat-drafter":
+                raise ValueError(f"algo {algo!r} needs a drafter (arch nat-drafter): "
+                                 f"Translator(model, drafter='path/to/drafter') (CLI: --drafter DIR), or use algo='greedy'")
             if block is not None:
                 check_size("block", block, MAX_BLOCK)
             if algo == "gad++":
@@ -685,6 +734,11 @@ class Translator:
             if self._heads_policy is None:  # one for the Translator's lifetime: costs are learnt once
                 self._heads_policy = SourceDraftLength(self.verifier.proposal_heads)
             outs, stats = blockwise(verifier, src, max_len, policy=self._heads_policy)
+        elif algo in BILD_ALGOS:
+            if self._bild_policy is None:  # one for the Translator's lifetime: costs are learnt once
+                self._bild_policy = DraftOrPlain()
+            outs, stats = bild(verifier, drafter, src, fallback=opts.fallback, rollback=opts.rollback,
+                               max_len=max_len, policy=self._bild_policy)
         elif algo == "gad":
             outs, stats = gad(verifier, drafter, src, k=opts.block, max_len=max_len, policy=self._policy(opts.block))
         else:

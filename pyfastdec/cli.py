@@ -106,6 +106,8 @@ class DecodeOptions:
     sampling_seed: Optional[int] = None
     beam_rule: str = "pyfastdec"
     edit_margin: Optional[float] = None  # None: the model's own (config.json decoding.edit_margin)
+    fallback: Optional[float] = None  # bild: None = the little model's own (config.json decoding)
+    rollback: Optional[float] = None  # bild-lossy: likewise
 
     def kwargs(self) -> dict:
         kw = dict(algo=self.algo, beam_size=self.beam_size, batch_size=self.batch_size, n_best=self.n_best,
@@ -119,6 +121,10 @@ class DecodeOptions:
             kw["tau"] = self.tau
         if self.edit_margin is not None:
             kw["edit_margin"] = self.edit_margin
+        if self.fallback is not None:
+            kw["fallback"] = self.fallback
+        if self.rollback is not None:
+            kw["rollback"] = self.rollback
         return kw
 
     def describe(self) -> str:
@@ -135,6 +141,10 @@ class DecodeOptions:
                          f"seed {self.sampling_seed}")
         if self.edit_margin is not None:
             parts.append(f"edit margin {self.edit_margin}")
+        if self.algo in ("bild", "bild-lossy"):
+            parts.append(f"fallback {'model default' if self.fallback is None else self.fallback}")
+        if self.algo == "bild-lossy":
+            parts.append(f"rollback {'model default' if self.rollback is None else self.rollback}")
         if self.max_decoding_length is not None:
             parts.append(f"max decoding length {self.max_decoding_length}")
         if self.length_penalty != 1.0:
@@ -225,8 +235,9 @@ def _add_algo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--algo", choices=ALGOS,
                    help="decoding algorithm (default: beam with --beam-size > 1 or --n-best > 1, else the "
                         "fastest lossless one the model supports: blockwise with proposal heads, gad with a drafter, "
-                        "else greedy; `fastdec info -m MODEL` says which); greedy, iad, gad and blockwise give "
-                        "identical output; gad++ trades exactness for speed with --beta/--tau")
+                        "bild with a little model, else greedy; `fastdec info -m MODEL` says which); greedy, iad, "
+                        "gad, blockwise and bild give identical output; gad++ trades exactness for speed with "
+                        "--beta/--tau, bild-lossy with --rollback")
     p.add_argument("--beam-size", type=bounded_int(MAX_BEAM_SIZE, BEAM_BOUND), metavar="N",
                    help=f"beam size for --algo beam (default 5, at least --n-best; at most {MAX_BEAM_SIZE})")
     p.add_argument("--n-best", type=bounded_int(MAX_N_BEST, "at most the largest beam size"), default=1,
@@ -259,6 +270,12 @@ def _add_algo_args(p: argparse.ArgumentParser) -> None:
                         f"at most {MAX_BETA})")
     p.add_argument("--tau", type=non_negative_float, metavar="T",
                    help="GAD++: ... and within T of the top-1 log-probability (default 0; paper: 1.0)")
+    p.add_argument("--fallback", type=non_negative_float, metavar="P",
+                   help="BiLD: the little model (--drafter) drafts while its top-1 probability is at least P, in "
+                        "[0, 1] (default: the little model's config.json decoding, chosen on val)")
+    p.add_argument("--rollback", type=non_negative_float, metavar="R",
+                   help="bild-lossy: keep a little token while the big model's -log p of it is at most R nats "
+                        "(at most ln 64; default: the little model's config.json decoding)")
 
 
 def _add_io_args(p: argparse.ArgumentParser) -> None:
@@ -385,7 +402,8 @@ def decode_options(args, default: StrategyChoice) -> DecodeOptions:
     beam_size = args.beam_size if args.beam_size is not None else (max(5, args.n_best) if algo == "beam" else 1)
     return DecodeOptions(algo, beam_size, args.batch_size, args.n_best, args.block, args.beta, args.tau,
                          args.max_decoding_length, args.length_penalty, args.sampling_topk,
-                         args.sampling_temperature, args.sampling_seed, args.beam_rule)
+                         args.sampling_temperature, args.sampling_seed, args.beam_rule, None, args.fallback,
+                         args.rollback)
 
 
 # ----------------------------------------------------------------------------- input

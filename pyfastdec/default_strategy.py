@@ -43,6 +43,9 @@ def default_strategy(model_dir: ModelDir, drafter_dir: Optional[ModelDir], role:
     if heads and "blockwise" in available:
         return StrategyChoice("blockwise", f"{model_dir.path} has {heads} proposal heads: they draft on the "
                                            f"verifier's own pass (one decoder call per iteration)")
+    if drafter_dir is not None and drafter_dir.config.arch == "transformer" and "bild" in available:
+        return StrategyChoice("bild", f"a little model ({drafter_dir.path}) drafts over the model's encoder while "
+                                      f"confident (BiLD, lossless); a cost policy falls back to plain steps")
     if drafter_dir is not None:
         return StrategyChoice("gad", f"a drafter ({drafter_dir.path}) drafts blocks for the verifier; a cost "
                                      f"policy verifies as many drafted tokens as pay, down to none")

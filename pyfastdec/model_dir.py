@@ -156,9 +156,16 @@ class ModelConfig:
     # edit_margin: a correction model's edit must beat keeping the source token by this many
     # nats (pyfastdec/decoding/source_ngrams.py); absent: 0, plain greedy.
     edit_margin: float = 0.0
+    # BiLD defaults of a little model (decoding/bild.py), chosen on val: the fallback
+    # threshold of lossless BiLD, and the fallback/rollback pair of lossy BiLD.
+    bild: Optional[dict[str, float]] = None
+    # config.json encoder.shared: this model has no encoder; its decoder reads the output
+    # of the encoder with this digest (encoder_digest of the host model's directory).
+    encoder_shared: Optional[str] = None
 
 
-DECODING_FIELDS = ("edit_margin",)
+DECODING_FIELDS = ("edit_margin",) + ("fallback", "lossy_fallback", "rollback")  # the last three: BiLD
+MAX_BILD_ROLLBACK = math.log(64)  # decoding/bild.py: the engine's largest top-k
 
 
 def _show(value: Any) -> str:
@@ -210,10 +217,11 @@ class _ConfigReader:
             raise self.fail(prefix + key, f"{_show(value)} (expected {expected})")
         return value
 
-    def layers(self, obj: dict, prefix: str) -> tuple[LayerShape, ...]:
+    def layers(self, obj: dict, prefix: str, empty: bool = False) -> tuple[LayerShape, ...]:
+        """empty: [] is valid (a shared encoder's layers)."""
         expected = 'a non-empty list of {"heads": h, "ffn": f}'
         value = self.field(obj, "layers", prefix, expected)
-        if not isinstance(value, list) or not value:
+        if not isinstance(value, list) or not (value or empty):
             raise self.fail(prefix + "layers", f"{_show(value)} (expected {expected})")
         out = []
         for i, layer in enumerate(value):
@@ -258,6 +266,28 @@ def _parse_eps(r: _ConfigReader, obj: dict) -> float:
 def is_edit_margin(value: Any) -> bool:
     """A valid edit margin: a finite real number >= 0 (bool is not one)."""
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
+
+
+def _parse_bild(r: _ConfigReader, obj: dict, arch: str, shared: bool) -> Optional[dict[str, float]]:
+    """config.json "decoding" fallback / lossy_fallback (probabilities) and rollback (nats):
+    all three or none, and only in a little model (autoregressive, shared encoder)."""
+    decoding = obj.get("decoding")
+    names = ("fallback", "lossy_fallback", "rollback")
+    if not isinstance(decoding, dict) or not any(n in decoding for n in names):
+        return None
+    missing = [n for n in names if n not in decoding]
+    if missing:
+        raise r.fail(f"decoding.{missing[0]}", "missing (BiLD defaults come as fallback, lossy_fallback and rollback)")
+    if arch != "transformer" or not shared:
+        raise r.fail("decoding.fallback", "BiLD thresholds belong to a little model (arch \"transformer\" with "
+                                          "encoder.shared)")
+    out = {}
+    for name in names:
+        value, top = decoding[name], (MAX_BILD_ROLLBACK if name == "rollback" else 1.0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= top:
+            raise r.fail(f"decoding.{name}", f"{_show(value)} (expected a number in [0, {top:.4g}])")
+        out[name] = float(value)
+    return out
 
 
 def _parse_decoding(r: _ConfigReader, obj: dict, arch: str) -> float:
@@ -412,8 +442,16 @@ def parse_config(obj: Any, where: str = CONFIG_FILE) -> ModelConfig:
                      + '; absent: "spm")')
 
     encoder = r.mapping(obj, "encoder", "", 'an object {"layers": [...]}')
-    r.only(encoder, ("layers",), "encoder.")
-    encoder_layers = r.layers(encoder, "encoder.")
+    r.only(encoder, ("layers", "shared"), "encoder.")
+    encoder_shared = encoder.get("shared")
+    encoder_layers = r.layers(encoder, "encoder.", empty=encoder_shared is not None)
+    if encoder_shared is not None:
+        if not isinstance(encoder_shared, str) or not _DIGEST.fullmatch(encoder_shared):
+            raise r.fail("encoder.shared", f"{_show(encoder_shared)} (expected \"sha256:\" and 64 hex digits: the "
+                                           f"digest of the encoder this model reads)")
+        if encoder_layers:
+            raise r.fail("encoder.layers", f"{len(encoder_layers)} layers (expected [] with encoder.shared: the "
+                                           f"model reads another model's encoder)")
     decoder = r.mapping(obj, "decoder", "", 'an object {"self": ..., "layers": [...]}')
     r.only(decoder, ("self", "layers"), "decoder.")
     decoder_self = r.choice(decoder, "self", "decoder.", DECODER_SELF_KINDS)
@@ -442,7 +480,8 @@ def parse_config(obj: Any, where: str = CONFIG_FILE) -> ModelConfig:
     config = ModelConfig(arch, d_model, head_dim, vocab_size, norm, activation, encoder_layers, decoder_layers,
                          decoder_self, tokens, max_source_len, block_size, quantization=None, heads=heads,
                          layer_norm_eps=layer_norm_eps, positions=positions, suppress=suppress, tokenizer=tokenizer,
-                         edit_margin=edit_margin)
+                         edit_margin=edit_margin, encoder_shared=encoder_shared,
+                         bild=_parse_bild(r, obj, arch, encoder_shared is not None))
     if quant_value is not None:
         # Which linears need an activation scale depends on the shapes parsed above.
         config = dataclasses.replace(config, quantization=_parse_quantization(r, quant_value, quantized_linears(config)))
@@ -580,7 +619,7 @@ def expected_tensors(config: ModelConfig) -> dict[str, tuple[np.dtype, tuple[int
         layer_norm(f"{layer}.ln_attn")
         ffn(f"{layer}.ffn", shape.ffn)
         layer_norm(f"{layer}.ln_ffn")
-    if config.norm == "pre":
+    if config.norm == "pre" and config.encoder_shared is None:
         layer_norm("encoder.final_ln")
     for i, shape in enumerate(config.decoder_layers):
         layer = f"decoder.layers.{i}"
@@ -838,3 +877,51 @@ class ModelDir:
 
         files = check_tokenizer(path, config, config_path)
         return cls(path, config, tensors, files.get(SPM_FILE), files)
+
+
+# Config fields that change what an encoder computes from the same tensors.
+_ENCODER_FIELDS = ("d_model", "head_dim", "norm", "activation", "layer_norm_eps", "positions", "max_source_len")
+
+
+def encoder_digest(model: "ModelDir | str | os.PathLike") -> str:
+    """"sha256:..." naming what a model's encoder computes: its tensors (encoder.* and
+    the embedding that feeds it), the int8 input scales of its linears and the config
+    fields that shape it. A shared-encoder model (config.json encoder.shared) records
+    its host's, and is refused next to a model whose encoder differs in any of these."""
+    model = model if isinstance(model, ModelDir) else ModelDir.load(model)
+    config = model.config
+    if config.encoder_shared is not None:
+        raise ModelDirError(f"{model.path / CONFIG_FILE}: encoder.shared: this model has no encoder of its own "
+                            f"(it reads another model's), so no model can share it")
+    quant = config.quantization
+    described = {name: getattr(config, name) for name in _ENCODER_FIELDS}
+    described["layers"] = [dataclasses.astuple(layer) for layer in config.encoder_layers]
+    described["scales"] = sorted((name, scale) for name, scale in (quant.activation_scales if quant else {}).items()
+                                 if name.startswith("encoder."))
+    h = hashlib.sha256(json.dumps(described, sort_keys=True).encode())
+    for name in sorted(model.tensors):
+        if name.startswith("encoder.") or name.startswith("embed."):
+            array = np.ascontiguousarray(model.tensors[name])
+            h.update(f"{name}:{array.dtype.str}:{list(array.shape)}".encode())
+            h.update(memoryview(array).cast("B"))
+    return "sha256:" + h.hexdigest()
+
+
+def check_shared_encoder(host: ModelDir, model: ModelDir, role: str) -> None:
+    """`model` (a drafter or BiLD little model, `role` names it) must read `host`'s encoder
+    output when it has no encoder of its own: same d_model and vocabulary, and its
+    config.json encoder.shared the digest of host's encoder. A model with its own encoder
+    passes (it encodes the sources itself)."""
+    where = model.path / CONFIG_FILE
+    shared = model.config.encoder_shared
+    if shared is None:
+        return
+    for field in ("d_model", "vocab_size"):
+        mine, theirs = getattr(model.config, field), getattr(host.config, field)
+        if mine != theirs:
+            raise ModelDirError(f"{where}: {field}: {mine} differs from {theirs} of the model whose encoder this "
+                                f"{role} reads ({host.path})")
+    actual = encoder_digest(host)
+    if shared != actual:
+        raise ModelDirError(f"{where}: encoder.shared: {shared} is not the encoder of {host.path} ({actual}); "
+                            f"this {role} was trained over another model's encoder (export.train_shared)")

@@ -21,8 +21,8 @@ MODELS = ROOT / "models"
 SOURCES = [line.strip() for _, line in zip(range(24), gzip.open(ROOT / "data/multi30k/test_2016_flickr.en.gz", "rt"))]
 
 
-def fake_dir(path: str, heads=None):
-    return SimpleNamespace(path=Path(path), config=SimpleNamespace(heads=heads))
+def fake_dir(path: str, heads=None, arch: str = "nat-drafter"):
+    return SimpleNamespace(path=Path(path), config=SimpleNamespace(heads=heads, arch=arch))
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +76,9 @@ def test_the_choice_order_heads_then_drafter_then_greedy():
     # a build without the blockwise strategy falls back to what it has
     assert default_strategy(with_heads, drafter, "translate", tuple(a for a in ALGOS if a != "blockwise")).algo == "gad"
     assert default_strategy(model, drafter, "translate", ALGOS).algo == "gad"
+    little = fake_dir("l", arch="transformer")  # a BiLD little model (load_checked: encoder.shared)
+    assert default_strategy(model, little, "translate", ALGOS).algo == "bild"
+    assert default_strategy(with_heads, little, "translate", ALGOS).algo == "blockwise"
     assert default_strategy(model, None, "translate", ALGOS).algo == "greedy"
     assert default_strategy(with_heads, None, "correct", ALGOS).algo == "iad"
 

@@ -21,6 +21,9 @@ struct ModelConfig {
   bool pre_norm = true;
   bool ssru_decoder = false; // decoder self sublayer: SSRU instead of attention
   std::vector<LayerShape> encoder, decoder;
+  // config.json encoder.shared: no encoder; the decoder reads another model's encoder
+  // output (Model::attach). Which one is checked in Python (model_dir.encoder_digest).
+  bool shared_encoder = false;
   int pad = 0, unk = 1, bos = 2, eos = 3, mask = 4;  // mask -1: none (a "transformer" may lack it)
   int block_size = 0;        // drafters only
   bool int8 = false;         // quantized linears (weights int8 + per-row scales)

@@ -94,7 +94,7 @@ Model::Model(ModelConfig config, const TensorLookup& lookup,
     decoder_.push_back(std::move(L));
   }
   if (cfg_.pre_norm) {
-    enc_final_ = LayerNorm(kt_, lookup, "encoder.final_ln", d, cfg_.layer_norm_eps);
+    if (!cfg_.shared_encoder) enc_final_ = LayerNorm(kt_, lookup, "encoder.final_ln", d, cfg_.layer_norm_eps);
     dec_final_ = LayerNorm(kt_, lookup, "decoder.final_ln", d, cfg_.layer_norm_eps);
   }
   if (cfg_.proposal_heads > 0)
@@ -266,6 +266,9 @@ Memory Model::encode(const std::vector<std::vector<int32_t>>& sources,
                      const std::vector<std::vector<int32_t>>& shortlists) {
   std::lock_guard<std::mutex> lock(call_mutex_);
   OpTimer call_timer(Op::kCallOther);
+  if (cfg_.shared_encoder)
+    throw std::invalid_argument("encode: this model has no encoder (config encoder.shared); attach it to the "
+                                "memory of the model whose encoder it reads");
   const int d = cfg_.d_model, hd = cfg_.head_dim;
   const int R = static_cast<int>(sources.size());
   std::vector<int> offset(static_cast<size_t>(R) + 1, 0);
@@ -320,17 +323,57 @@ Memory Model::encode(const std::vector<std::vector<int32_t>>& sources,
       rows[b]->shortlist = shortlists[b];
       rows[b]->shortlist_id = ++list_ids;
     }
-    rows[b]->cross_kv.resize(decoder_.size());
+    rows[b]->encoder_out = std::make_shared<const std::vector<float>>(
+        x_.begin() + static_cast<std::ptrdiff_t>(offset[b]) * d, x_.begin() + static_cast<std::ptrdiff_t>(offset[b + 1]) * d);
   }
+  project_cross(rows, x_.data(), offset);
+  Memory memory;
+  memory.rows.assign(rows.begin(), rows.end());
+  return memory;
+}
+
+void Model::project_cross(std::vector<std::shared_ptr<MemoryRow>>& rows, const float* enc,
+                          const std::vector<int>& offset) {
+  const int R = static_cast<int>(rows.size()), T = offset[static_cast<size_t>(R)];
+  for (auto& row : rows) row->cross_kv.resize(decoder_.size());
   for (size_t l = 0; l < decoder_.size(); ++l) {
-    const int width = 2 * decoder_[l].heads * hd;
+    const int width = 2 * decoder_[l].heads * cfg_.head_dim;
     big_.resize(static_cast<size_t>(T) * width);
-    decoder_[l].cross_kv.forward(x_.data(), T, big_.data(), &pool_, false, &i8_scratch_);
+    decoder_[l].cross_kv.forward(enc, T, big_.data(), &pool_, false, &i8_scratch_);
     OpTimer timer(Op::kCacheCopy);
     for (int b = 0; b < R; ++b)
       rows[b]->cross_kv[l].assign(big_.begin() + static_cast<std::ptrdiff_t>(offset[b]) * width,
                                   big_.begin() + static_cast<std::ptrdiff_t>(offset[b + 1]) * width);
   }
+}
+
+Memory Model::attach(const Memory& host) {
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  OpTimer call_timer(Op::kCallOther);
+  if (!cfg_.shared_encoder)
+    throw std::invalid_argument("attach: this model has its own encoder (config encoder.shared is absent); use encode");
+  const size_t d = static_cast<size_t>(cfg_.d_model);
+  const int R = static_cast<int>(host.rows.size());
+  std::vector<int> offset(static_cast<size_t>(R) + 1, 0);
+  for (int b = 0; b < R; ++b) {
+    const MemoryRow& row = *host.rows[b];
+    if (!row.encoder_out || row.encoder_out->size() != row.source.size() * d)
+      throw std::invalid_argument("attach: host memory row " + std::to_string(b) + " holds no encoder output of width " +
+                                  std::to_string(d) + " (the host's d_model must be this model's)");
+    offset[b + 1] = offset[b] + static_cast<int>(row.source.size());
+  }
+  x_.resize(static_cast<size_t>(offset[R]) * d);
+  std::vector<std::shared_ptr<MemoryRow>> rows(static_cast<size_t>(R));
+  for (int b = 0; b < R; ++b) {
+    const MemoryRow& from = *host.rows[b];
+    std::copy(from.encoder_out->begin(), from.encoder_out->end(), x_.begin() + static_cast<std::ptrdiff_t>(offset[b] * d));
+    rows[b] = std::make_shared<MemoryRow>();
+    rows[b]->source = from.source;
+    rows[b]->shortlist = from.shortlist;
+    rows[b]->shortlist_id = from.shortlist_id;  // names the same list: ids are unique process-wide
+    rows[b]->encoder_out = from.encoder_out;
+  }
+  project_cross(rows, x_.data(), offset);
   Memory memory;
   memory.rows.assign(rows.begin(), rows.end());
   return memory;

@@ -62,6 +62,10 @@ class Model {
   // sources: ids with EOS; shortlists: per row sorted candidate ids (may be empty).
   Memory encode(const std::vector<std::vector<int32_t>>& sources,
                 const std::vector<std::vector<int32_t>>& shortlists);
+  // A model with a shared encoder (config shared_encoder) has no encode: its memory is
+  // made from another model's (the host's rows: source, shortlist, encoder output), with
+  // this model's cross-attention K/V projected from the host's encoder output.
+  Memory attach(const Memory& host);
   DecoderState start(const Memory& memory) const;
   // tokens [rows, n] row-major; appends n positions to every row in one pass.
   void step(DecoderState& state, const int32_t* tokens, int n, const StepRequest& request,
@@ -112,6 +116,9 @@ class Model {
   void add_residual(const LayerNorm& post, const LayerNorm& next, float* x, const float* y, int rows,
                     float* h) const;
   void grow(RowCache& row, int length) const;
+  // Each row's cross-attention K/V per decoder layer, from encoder states enc [T, d]
+  // (row b: positions offset[b] .. offset[b + 1]).
+  void project_cross(std::vector<std::shared_ptr<MemoryRow>>& rows, const float* enc, const std::vector<int>& offset);
   // Floats per position of a row's layer-l cache: K (and V) for attention, c for SSRU.
   size_t cache_width(size_t l) const {
     return cfg_.ssru_decoder ? static_cast<size_t>(cfg_.d_model)

@@ -12,6 +12,9 @@ struct DraftCache;
 struct MemoryRow {
   std::vector<int32_t> source;               // ids, EOS included
   std::vector<std::vector<float>> cross_kv;  // per decoder layer: [source len, 2 * inner]
+  // The encoder's final states [source len, d], which a model sharing this encoder
+  // (Model::attach) projects into its own cross K/V; shared by the memories made from it.
+  std::shared_ptr<const std::vector<float>> encoder_out;
   std::vector<int32_t> shortlist;            // sorted candidate ids; empty = full vocab
   // Names this row's list for the shortlisted output layer's cache of union blocks
   // (model/shortlist_union.h): unique per encoded row, shared by its select copies.

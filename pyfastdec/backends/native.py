@@ -32,7 +32,8 @@ def engine_config(cfg: ModelConfig) -> dict:
     return {
         "arch": cfg.arch, "d_model": cfg.d_model, "head_dim": cfg.head_dim,
         "vocab_size": cfg.vocab_size, "norm": cfg.norm,
-        "encoder": {"layers": [{"heads": s.heads, "ffn": s.ffn} for s in cfg.encoder_layers]},
+        "encoder": {"layers": [{"heads": s.heads, "ffn": s.ffn} for s in cfg.encoder_layers],
+                    "shared": cfg.encoder_shared},
         "decoder": {"self": cfg.decoder_self,
                     "layers": [{"heads": s.heads, "ffn": s.ffn} for s in cfg.decoder_layers]},
         "tokens": dict(cfg.tokens), "block_size": cfg.block_size,
@@ -65,6 +66,8 @@ class NativeBackend:
         self.arch = cfg.arch
         self.block_size = cfg.block_size
         self.proposal_heads = cfg.heads.count if cfg.heads else 0  # K; 0: Want.proposals is refused
+        # No encoder of its own: memory comes from attach(the host's memory), not encode.
+        self.shares_encoder = cfg.encoder_shared is not None
         scales = cfg.quantization.activation_scales if cfg.quantization else {}
         self.threads = default_threads() if threads is None else check_threads(threads)
         self._model = _engine.Model(engine_config(cfg), self.model_dir.tensors, dict(scales), self.threads)
@@ -99,8 +102,21 @@ class NativeBackend:
 
     # ---- Backend protocol
     def encode(self, src_ids: list[list[int]]):
+        if self.shares_encoder:
+            raise ValueError(f"encode: {self.model_dir.path} has no encoder (config.json encoder.shared); "
+                             f"attach it to the memory of the model whose encoder it reads")
         sources = [list(map(int, s)) for s in src_ids]
         return self._model.encode(sources, self._shortlist_index)
+
+    def attach(self, host_memory):
+        """This model's memory of the host's rows (a shared-encoder model): its own
+        cross-attention K/V from the host's encoder output, the host's shortlists. The
+        host must be the model whose encoder config.json encoder.shared names
+        (model_dir.check_shared_encoder, checked where the two are paired)."""
+        if not self.shares_encoder:
+            raise ValueError(f"attach: {self.model_dir.path} has its own encoder (config.json encoder.shared is "
+                             f"absent); use encode")
+        return self._model.attach(host_memory)
 
     def start(self, memory):
         self._require_ar("start")

@@ -46,6 +46,9 @@ class DraftSource(Protocol):
         step's output (rows in the order of the live rows before `keep`; its `proposals`
         are the next drafts of a source that drafts from the verifier's heads)."""
 
+    # Optional, for a source whose model reads the verifier's encoder output (a shared-
+    # encoder drafter, BiLD's little model), called once right after the verifier encodes:
+    #   verifier_encoded(verifier, memory): the verifier backend and its memory of all rows.
     # Optional, for a loop asked for the edit-margin rule (want.edit_margin > 0; IAD):
     #   keep_ids(prefixes, drafts, width) -> int64 [rows, width]: the kept token at every
     #       position of the step (source_ngrams.py), -1 where none.
@@ -118,6 +121,8 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
     bos, eos, pad = (verifier.tokens[t] for t in ("bos", "eos", "pad"))
     with stats.timing("encoder"):
         memory = verifier.encode(src_ids)
+    if hasattr(source, "verifier_encoded"):
+        source.verifier_encoded(verifier, memory)
     with stats.timing("verifier"):
         state = verifier.start(memory)
     live = np.arange(len(src_ids))  # input index of each live row, in state order

@@ -26,19 +26,36 @@ from .result import DecodeStats
 class _DrafterDrafts:
     """Drafts from a drafter backend; its memory follows the verifier's live rows. With
     a draft-length policy, each iteration verifies only as many drafted tokens as pay
-    for themselves (none: no drafter call), and the drafter encodes its sources only
-    when the policy first asks for a draft, so a batch it never drafts for costs what
-    greedy costs."""
+    for themselves (none: no drafter call), and the drafter makes its memory only when
+    the policy first asks for a draft, so a batch it never drafts for costs what greedy
+    costs. A drafter with its own encoder encodes the sources (encoder time); one that
+    shares the verifier's (drafter.shares_encoder) projects its cross-attention K/V from
+    the verifier's memory (drafter time: no second encoder runs)."""
 
     def __init__(self, drafter: Backend, src_ids: list[list[int]], k: int, stats: DecodeStats,
                  policy: DraftLengthPolicy | None):
         self.drafter, self.k, self.stats, self.policy = drafter, k, stats, policy
         self.src_ids, self.live = src_ids, np.arange(len(src_ids))  # live: input index per row
         self.memory = None
-        if policy is None:
+        self.host = None  # (verifier, its memory of all rows) for a shared-encoder drafter
+        self.shared = getattr(drafter, "shares_encoder", False)
+        if policy is None and not self.shared:
             self._encode()
 
+    def verifier_encoded(self, verifier: Backend, memory) -> None:
+        if self.shared:
+            self.host = (verifier, memory)
+            if self.policy is None:
+                self._encode()
+
     def _encode(self) -> None:
+        if self.shared:
+            verifier, memory = self.host
+            with self.stats.timing("drafter"):
+                if len(self.live) < len(self.src_ids):
+                    memory = verifier.select(memory, self.live)
+                self.memory = self.drafter.attach(memory)
+            return
         with self.stats.timing("encoder"):
             self.memory = self.drafter.encode([self.src_ids[i] for i in self.live])
 

@@ -63,6 +63,11 @@ class PrefixedBackend:
     def encode(self, src_ids: list[list[int]]) -> _Memory:
         return _Memory(self.backend.encode(src_ids), list(src_ids))
 
+    def attach(self, host_memory: _Memory) -> _Memory:
+        """A shared-encoder model's memory (a drafter's or BiLD's little model's) keeps the
+        host rows' sources, so its own start applies the same prefixes."""
+        return _Memory(self.backend.attach(host_memory.inner), host_memory.sources)
+
     def start(self, memory: _Memory) -> _State:
         state = self.backend.start(memory.inner)
         prefixes = [_prefix(s) for s in memory.sources]

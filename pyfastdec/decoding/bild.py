@@ -1,0 +1,195 @@
+"""Big-little decoding (BiLD; Kim et al. 2023) over one shared encoder.
+
+A little autoregressive model (config.json encoder.shared: it reads the big model's
+encoder output, so one encoder pass serves both) decodes while it is confident: while
+its top-1 probability stays at or above `fallback`. Then the big model runs ONE step
+over every little token since the last check (draft_verify.py) and rolls back to the
+first little token that is too far from its own distribution, continuing with its own
+token there (or after the last little token, when none is rejected):
+- rollback = 0 (lossless): a little token is kept only if it is the big model's argmax,
+  so the output is exactly the big model's greedy output (speculative decoding with an
+  autoregressive drafter);
+- rollback = r > 0 (lossy, the paper's rule): a little token y is kept while the big
+  model's cross-entropy against it, -log p_big(y), is at most r (or y is its argmax).
+  p_big(y) >= exp(-r) puts y among the big model's floor(exp(r)) most likely tokens,
+  which is how the step is asked for it (top-k); r is at most ln(64).
+The little token at which confidence fell is not drafted: the big model's token takes
+its place (the paper's fallback). A draft is also cut after `max_draft` tokens and at EOS.
+
+Both models' states roll back exactly (KV caches and SSRU states are kept per position,
+so truncating forgets every rejected token). The little model's state is synchronised
+lazily from the accepted output: before drafting, it is fed, in one multi-token step,
+whatever the big model accepted that it does not hold yet (its rejected token's
+replacement, or the tokens of plain greedy runs).
+
+Rows advance independently at batch > 1. A draft-or-plain policy (draft_or_plain.py)
+switches to plain greedy steps of the big model where drafting does not pay for itself
+(little steps are sequential: at large batches they may cost more than they save).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from pyfastdec.backends.base import Backend, StepOut, Want
+
+from .draft_or_plain import DraftOrPlain
+from .draft_verify import accept_argmax, draft_and_verify
+from .result import DecodeStats
+
+MAX_ROLLBACK = math.log(64)  # the engine's largest top-k
+DEFAULT_FALLBACK = 0.5
+DEFAULT_MAX_DRAFT = 10
+_TOP1 = Want(argmax=False, topk=1)
+
+
+def accept_rollback(rollback: float):
+    """BiLD's rollback rule as an acceptance rule (draft_verify.AcceptRule): keep a little
+    token while it is the big model's top-1 or its log-prob under the big model is at
+    least -rollback; the big model's top-1 follows the kept tokens."""
+
+    def accept(out: StepOut, drafts: np.ndarray, lengths: np.ndarray):
+        ids, logp = out.topk_ids[:, :-1, :], out.topk_logprobs[:, :-1, :]
+        hit = ids == drafts[:, :, None]
+        close = (hit & (logp >= -rollback)).any(axis=2) | (ids[:, :, 0] == drafts)
+        inside = np.arange(close.shape[1])[None, :] < lengths[:, None]
+        j = np.cumprod(close & inside, axis=1).sum(axis=1).astype(np.int64)
+        return j, out.topk_ids[np.arange(len(j)), j, 0]
+
+    return accept
+
+
+class _LittleDrafts:
+    """Drafts from the little model (a draft_verify.DraftSource). Per live row, `held`
+    is how many positions of the little state are valid (BOS included): BOS followed by
+    the first held - 1 accepted output tokens; the rest of the accepted output is fed
+    at the next draft. Positions past `held` (rejected tokens, padding) are truncated
+    before the next step."""
+
+    def __init__(self, little: Backend, rows: int, fallback: float, max_draft: int, stats: DecodeStats,
+                 policy: DraftOrPlain | None):
+        self.little, self.max_draft, self.stats, self.policy = little, max_draft, stats, policy
+        self.min_logprob = math.log(fallback) if fallback > 0 else -math.inf
+        self.bos, self.eos, self.pad = (little.tokens[t] for t in ("bos", "eos", "pad"))
+        self.state = None
+        self.held = np.zeros(rows, dtype=np.int64)
+        self.after_catch_up = self.fed = self.held  # per row, set by propose
+        self.stale = False  # the state holds positions past `held`
+        self.started = 0.0  # when the current iteration's drafting began
+
+    def verifier_encoded(self, verifier: Backend, memory) -> None:
+        with self.stats.timing("drafter"):
+            self.state = self.little.start(self.little.attach(memory))
+
+    def plain_steps(self) -> int:
+        if self.policy is None:
+            return 0
+        self.policy.set_rows(len(self.held))
+        return self.policy.plain_steps()
+
+    def plain_ran(self, rows: int, steps: int, seconds: float) -> None:
+        self.policy.plain_ran(rows, steps, seconds)
+
+    def propose(self, prefixes: list[list[int]]) -> list[list[int]]:
+        self.started = started = time.perf_counter()
+        little, held = self.little, self.held.tolist()
+        if self.stale:
+            self.state = little.truncate(self.state, self.held)
+        # Catch up: feed what was accepted since the state's last valid position.
+        pending = [[self.bos] + p if h == 0 else p[h - 1:] for p, h in zip(prefixes, held)]
+        widths = [len(t) for t in pending]
+        width = max(widths)
+        tokens = np.full((len(pending), width), self.pad, dtype=np.int64)
+        for r, t in enumerate(pending):
+            tokens[r, :len(t)] = t
+        out = little.step(self.state, tokens, _TOP1)
+        last = np.asarray(widths) - 1
+        rows = np.arange(len(pending))
+        cand = out.topk_ids[rows, last, 0].tolist()
+        conf = out.topk_logprobs[rows, last, 0].tolist()
+        self.after_catch_up = self.held + np.asarray(widths, dtype=np.int64)
+        if min(widths) < width:  # padding positions must not precede the drafted tokens
+            self.state = little.truncate(self.state, self.after_catch_up)
+        drafts: list[list[int]] = [[] for _ in pending]
+        fed = [0] * len(pending)
+        active = list(range(len(pending)))
+        while True:
+            feeding = []
+            for r in active:
+                if conf[r] < self.min_logprob:
+                    continue  # fallback: the big model decides this position
+                drafts[r].append(cand[r])
+                if cand[r] != self.eos and len(drafts[r]) < self.max_draft:
+                    feeding.append(r)
+            active = feeding
+            if not active:
+                break
+            step_tokens = np.full((len(pending), 1), self.pad, dtype=np.int64)
+            for r in active:
+                step_tokens[r, 0] = drafts[r][-1]
+                fed[r] += 1
+            out = little.step(self.state, step_tokens, _TOP1)
+            cand = out.topk_ids[:, 0, 0].tolist()
+            conf = out.topk_logprobs[:, 0, 0].tolist()
+        self.fed = np.asarray(fed, dtype=np.int64)
+        self.stale = True
+        self.stats.drafter_s += time.perf_counter() - started
+        return drafts
+
+    def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float, out) -> None:
+        # Valid little positions: the catch-up, then the fed draft tokens the big model kept.
+        self.held = self.after_catch_up + np.minimum(accepted, self.fed)
+        if self.policy is not None:
+            self.policy.drafted(len(accepted), int(accepted.sum()) + len(accepted),
+                                time.perf_counter() - self.started)
+
+    def keep(self, rows: np.ndarray) -> None:
+        with self.stats.timing("drafter"):
+            self.state = self.little.select(self.state, rows)
+        self.held = self.held[rows]
+
+
+def check_little(big: Backend, little: Backend) -> None:
+    """The little model must be autoregressive, read a shared encoder and speak the big
+    model's vocabulary (which encoder: model_dir.check_shared_encoder, where directories
+    are paired)."""
+    name = getattr(getattr(little, "model_dir", None), "path", "the little model")
+    if getattr(little, "arch", None) != "transformer":
+        raise ValueError(f"BiLD: {name}: arch {getattr(little, 'arch', None)!r} (expected an autoregressive "
+                         f"'transformer' as the little model)")
+    if not getattr(little, "shares_encoder", False):
+        raise ValueError(f"BiLD: {name}: config.json encoder.shared is absent (the little model must read the "
+                         f"big model's encoder output)")
+    if little.vocab_size != big.vocab_size or little.tokens != big.tokens:
+        raise ValueError(f"BiLD: {name}: vocab_size/tokens {little.vocab_size}/{little.tokens} differ from the big "
+                         f"model's {big.vocab_size}/{big.tokens}")
+
+
+def bild(big: Backend, little: Backend, src_ids: list[list[int]], fallback: float = DEFAULT_FALLBACK,
+         rollback: float = 0.0, max_draft: int = DEFAULT_MAX_DRAFT, max_len: int | None = None,
+         policy: DraftOrPlain | None = None) -> tuple[list[list[int]], DecodeStats]:
+    """BiLD outputs (ids without BOS/EOS, input order) and statistics; see the module
+    docstring. fallback in [0, 1]: the little model drafts while its top-1 probability is
+    at least this (0: always, up to max_draft); rollback in [0, ln 64]: 0 is lossless
+    (= big's greedy). policy: switch to plain big-model steps where drafting does not pay
+    (keep one across calls so it learns); None always drafts."""
+    if not 0.0 <= fallback <= 1.0:
+        raise ValueError(f"BiLD: fallback must be a probability in [0, 1], got {fallback}")
+    if not 0.0 <= rollback <= MAX_ROLLBACK:
+        raise ValueError(f"BiLD: rollback must be in [0, ln 64 = {MAX_ROLLBACK:.3f}] nats, got {rollback}")
+    if int(max_draft) < 1:
+        raise ValueError(f"BiLD: max_draft must be >= 1, got {max_draft}")
+    check_little(big, little)
+    stats = DecodeStats(sentences=len(src_ids))
+    if not src_ids:
+        return [], stats
+    if rollback > 0:
+        accept, want = accept_rollback(float(rollback)), Want(argmax=False, topk=int(math.exp(rollback)))
+    else:
+        accept, want = accept_argmax, Want(argmax=True)
+    with stats.total():
+        source = _LittleDrafts(little, len(src_ids), float(fallback), int(max_draft), stats, policy)
+        outs = draft_and_verify(big, src_ids, source, accept, want, max_len, stats)
+    return outs, stats
