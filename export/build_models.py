@@ -16,9 +16,14 @@ to --runs (outside the repository); only the final model directories go to --mod
                  blockwise proposal heads (export.train_heads, verifier frozen, on its own
                  greedy outputs of the training sources)
   en-de-attn     the same student with an attention decoder
-  en-de-drafter  the NAT block drafter, from the teacher, on the distilled targets; int8,
-                 en-de's shortlist; block size chosen on val with en-de as verifier
-                 (export/choose_block.py)
+  en-de-drafter  the NAT block drafter sharing en-de's encoder (issue 15): first a drafter
+                 with its own encoder, from the teacher, on the distilled targets (kept in
+                 runs/separate/en-de-drafter), whose decoder then trains over en-de's frozen
+                 encoder on en-de's own greedy outputs (export.train_shared drafter); int8;
+                 block size chosen on val with en-de as verifier (export/choose_block.py)
+  en-de-little   BiLD's little model over en-de-attn's encoder: en-de-attn's first decoder
+                 layer trained on en-de-attn's greedy outputs (export.train_shared little);
+                 its fallback/rollback thresholds chosen on val (export/choose_bild.py)
   uk-gec         the Ukrainian correction model (UA-GEC gec-only corpus, export.uagec); int8;
                  an IBM-1 shortlist on the UA-GEC training pairs in which every source piece
                  lists itself (GEC_SHORTLIST); its edit margin chosen on val
@@ -39,7 +44,8 @@ import shutil
 import time
 from pathlib import Path
 
-from . import choose_block, choose_margin, distill, prune, shortlist, train, train_heads, uagec, write
+from . import choose_bild, choose_block, choose_margin, distill, prune, shortlist, train, train_heads, train_shared, \
+    uagec, write
 from .data import corpus_path
 from .recipes import get_recipe
 
@@ -66,6 +72,8 @@ PRUNE = {"en-de": (PRUNE_KEEP, 15, 12), "en-de-attn": (PRUNE_KEEP, 15, 36),
 # frequent target pieces: ~170 candidates per sentence instead of 8,000, with greedy's F0.5
 # on UA-GEC val and test within 0.002 of the full vocabulary's (models/README.md).
 GEC_SHORTLIST = ("--frequent", "100", "--best", "20", "--identity")
+# Minutes of export.train_shared (1 thread) for the models that read another's encoder.
+SHARED_MINUTES = {"en-de-drafter": 45, "en-de-little": 35}
 # Training budgets in minutes per recipe (all runs of a stage together; 2 cores).
 MINUTES = {"teacher-en-de": 150, "student-en-de-ssru": 25, "student-en-de-attn": 25, "drafter-en-de": 25,
            "uk-gec": 90}
@@ -77,17 +85,20 @@ def log(msg: str) -> None:
 
 class Builder:
     """recipes: model name -> recipe (RECIPE_OF); train_args: extra export.train arguments
-    (tests pass --max-steps); heads: model name -> (K, steps) of its proposal heads (HEADS)."""
+    (tests pass --max-steps); heads: model name -> (K, steps) of its proposal heads (HEADS);
+    shared_minutes: training minutes of the models that read another's encoder (SHARED_MINUTES)."""
 
     def __init__(self, runs: Path, models: Path, threads: int, minutes: dict[str, float],
                  recipes: dict[str, str] | None = None, train_args: tuple[str, ...] = (),
                  heads: dict[str, tuple[int, int]] | None = None,
-                 pruning: dict[str, tuple[str, float, float]] | None = None):
+                 pruning: dict[str, tuple[str, float, float]] | None = None,
+                 shared_minutes: dict[str, float] | None = None):
         self.runs, self.models, self.threads, self.minutes = runs, models, threads, minutes
         self.recipes = dict(recipes or RECIPE_OF)
         self.train_args = list(train_args)
         self.heads_of = dict(HEADS if heads is None else heads)
         self.prune_of = dict(PRUNE if pruning is None else pruning)
+        self.shared_minutes = dict(SHARED_MINUTES if shared_minutes is None else shared_minutes)
 
     # ------------------------------------------------------------------ stages
     def train(self, name: str, *extra: str) -> Path:
@@ -154,10 +165,7 @@ class Builder:
             verifier = self.models / "en-de"
             if not (verifier / "config.json").exists():
                 self.build("en-de")
-            # The drafter's output layer over k positions per iteration would cost as much
-            # as the verifier's step; the verifier's shortlist (same vocabulary, lists from
-            # the same source) cuts it, and GAD stays lossless whatever the drafts are.
-            shutil.copyfile(verifier / "shortlist.bin", out / "shortlist.bin")
+            out = self.shared_drafter(out, verifier)
             sizes = get_recipe(self.recipes[name]).get("block_sizes")
             if sizes:
                 log(f"choosing the block size of {name} on val with {verifier}")
@@ -169,6 +177,43 @@ class Builder:
                             "--spm", str(out / "spm.model"), "--out", str(out / "shortlist.bin")])
         if name in self.heads_of:
             out = self.heads(out, name)
+        return out
+
+    def shared_drafter(self, separate: Path, verifier: Path) -> Path:
+        """The drafter without an encoder over `verifier`'s, its decoder starting from
+        `separate`'s (which moves to runs/separate/en-de-drafter); it drafts with the
+        verifier's shortlist (attached rows carry it), so it needs none of its own."""
+        kept = self.runs / "separate" / separate.name
+        shutil.rmtree(kept, ignore_errors=True)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(separate, kept)
+        log(f"shared-encoder drafter over {verifier}")
+        rc = train_shared.main(["drafter", str(verifier), "--init", str(kept), *self._shared_data("en-de-drafter"),
+                                "--run", str(self.runs / "shared-drafter"), "--out", str(separate)])
+        if rc != 0:
+            raise RuntimeError(f"export.train_shared failed for {separate} (exit {rc})")
+        return separate
+
+    def _shared_data(self, name: str) -> list[str]:
+        """export.train_shared's data and budget arguments: the training sources, the last
+        500 (a tenth of a small corpus) held out."""
+        held_out = min(500, sum(1 for _ in corpus_lines("train", "en")) // 10)
+        return ["--sources", str(corpus_path("train", "en", "multi30k")), "--held-out", str(held_out),
+                "--minutes", str(self.shared_minutes[name])]
+
+    def little(self) -> Path:
+        """BiLD's little model over en-de-attn's encoder, with thresholds chosen on val."""
+        big = self.models / "en-de-attn"
+        if not (big / "config.json").exists():
+            self.build("en-de-attn")
+        out = self.models / "en-de-little"
+        log(f"little model over {big}")
+        rc = train_shared.main(["little", str(big), "--layers", "0", *self._shared_data("en-de-little"),
+                                "--run", str(self.runs / "little"), "--out", str(out)])
+        if rc != 0:
+            raise RuntimeError(f"export.train_shared failed for {out} (exit {rc})")
+        log(f"BiLD thresholds of {out.name} on val")
+        choose_bild.main([str(big), str(out)])
         return out
 
     def heads(self, plain: Path, name: str) -> Path:
@@ -242,6 +287,8 @@ class Builder:
             return self.distilled()
         if name == "uk-gec":
             return self.uk_gec()
+        if name == "en-de-little":
+            return self.little()
         return self.student(name)
 
 
@@ -269,7 +316,7 @@ def choose_checkpoint(run: Path) -> Path:
     return path
 
 
-NAMES = ["teacher-en-de", "distill-en-de", "en-de", "en-de-attn", "en-de-drafter", "uk-gec"]
+NAMES = ["teacher-en-de", "distill-en-de", "en-de", "en-de-attn", "en-de-drafter", "en-de-little", "uk-gec"]
 
 
 def main(argv=None) -> None:

@@ -8,6 +8,7 @@ import torch
 from export.build_models import Builder, choose_checkpoint
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import blockwise, gad, greedy
+from pyfastdec.model_dir import encoder_digest
 
 from test_export_train import corpus  # noqa: F401  (fixture)
 
@@ -21,7 +22,8 @@ def test_builds_the_en_de_family(corpus, tmp_path):  # noqa: F811
     runs, models = tmp_path / "runs", tmp_path / "models"
     builder = Builder(runs, models, threads=1, minutes={}, recipes=TINY, train_args=("--max-steps", "4"),
                       heads={"en-de": (2, 20)},
-                      pruning={"en-de": ("enc_heads=0.5,enc_ffn=0.5,dec_heads=0.5,dec_ffn=0.5", 0.03, 0.02)})
+                      pruning={"en-de": ("enc_heads=0.5,enc_ffn=0.5,dec_heads=0.5,dec_ffn=0.5", 0.03, 0.02)},
+                      shared_minutes={"en-de-drafter": 0.02})
     student = builder.build("en-de")
     # pruned before its shortlist and heads were made: half the heads and units of the
     # unpruned student (kept in runs/unpruned), which the tiny recipe gives 2 and 64
@@ -37,7 +39,10 @@ def test_builds_the_en_de_family(corpus, tmp_path):  # noqa: F811
         config = json.loads((path / "config.json").read_text())
         assert config["quantization"]["weights"] == "int8"
         assert (path / "spm.model").read_bytes() == (runs / "test-tiny" / "spm.model").read_bytes()
-    assert (drafter / "shortlist.bin").read_bytes() == (student / "shortlist.bin").read_bytes()
+    # the drafter reads the student's encoder (it stores none) and drafts with its shortlist
+    assert json.loads((drafter / "config.json").read_text())["encoder"] == {"layers": [],
+                                                                           "shared": encoder_digest(student)}
+    assert not (drafter / "shortlist.bin").exists() and (runs / "separate" / "en-de-drafter").is_dir()
     assert json.loads((student / "config.json").read_text())["heads"] == {"count": 2, "hidden": 32}
     assert json.loads((runs / "heads-en-de" / "eval.json").read_text())["blockwise_check"]["equal_to_greedy"] == 8
     assert json.loads((drafter / "config.json").read_text())["block_size"] in (2, 3)  # chosen on val
