@@ -314,6 +314,47 @@ class PyModel {
     model_->truncate(st.state, keep);
   }
 
+  // BiLD's little model: Model::draft_greedy. tokens [rows, w] int64, widths [rows] in 1..w.
+  py::tuple draft_greedy(PyState& st, const py::handle& tokens_obj, const py::handle& widths_obj, int max_new,
+                         float min_logprob) {
+    const char* fn = "draft_greedy";
+    OpTimer timer(Op::kBinding);
+    check_owner(st, "state", fn);
+    auto tokens = checked_array<int64_t>(tokens_obj, {fn, "tokens"}, {2});
+    const py::ssize_t R = static_cast<py::ssize_t>(st.state.rows.size());
+    expect_dim(tokens, 0, R, {fn, "tokens"}, "one row per live row of the state");
+    auto widths = checked_array<int64_t>(widths_obj, {fn, "widths"}, {1});
+    expect_dim(widths, 0, R, {fn, "widths"}, "one width per live row");
+    const int w = static_cast<int>(tokens.shape(1));
+    if (w < 1 || max_new < 1) throw py::value_error("draft_greedy: needs w >= 1 catch-up tokens and max_new >= 1");
+    std::vector<int32_t> tok(static_cast<size_t>(R) * w);
+    for (py::ssize_t i = 0; i < tokens.size(); ++i) {
+      int64_t id = tokens.data()[i];
+      if (id < 0 || id >= cfg().vocab_size)
+        throw py::value_error("draft_greedy: token id " + std::to_string(id) + " outside the vocabulary");
+      tok[static_cast<size_t>(i)] = static_cast<int32_t>(id);
+    }
+    std::vector<int> width(static_cast<size_t>(R));
+    for (py::ssize_t b = 0; b < R; ++b) {
+      int64_t v = widths.data()[b];
+      if (v < 1 || v > w) throw py::value_error("draft_greedy: widths[" + std::to_string(b) + "] must be in [1, w]");
+      width[static_cast<size_t>(b)] = static_cast<int>(v);
+    }
+    py::array_t<int64_t> drafts({R, static_cast<py::ssize_t>(max_new)});
+    std::vector<int> counts(static_cast<size_t>(R)), fed(static_cast<size_t>(R));
+    {
+      py::gil_scoped_release release;
+      model_->draft_greedy(st.state, tok.data(), width.data(), w, max_new, min_logprob, drafts.mutable_data(),
+                           counts.data(), fed.data());
+    }
+    py::array_t<int64_t> counts_out(R), fed_out(R);
+    for (py::ssize_t b = 0; b < R; ++b) {
+      counts_out.mutable_data()[b] = counts[static_cast<size_t>(b)];
+      fed_out.mutable_data()[b] = fed[static_cast<size_t>(b)];
+    }
+    return py::make_tuple(drafts, counts_out, fed_out);
+  }
+
   static std::vector<size_t> checked_rows(const py::handle& rows_obj, size_t live, const char* what) {
     std::vector<size_t> rows;
     for (const auto& item : rows_obj) {
@@ -469,6 +510,8 @@ void bind_model(py::module_& m) {
            py::arg("proposals") = py::none(), py::arg("heads") = 0, py::arg("keep_ids") = py::none(),
            py::arg("edit_margin") = 0.0f)
       .def("truncate", &PyModel::truncate, py::arg("state"), py::arg("lengths"))
+      .def("draft_greedy", &PyModel::draft_greedy, py::arg("state"), py::arg("tokens"), py::arg("widths"),
+           py::arg("max_new"), py::arg("min_logprob"))
       .def("select_state", &PyModel::select_state, py::arg("state"), py::arg("rows"))
       .def("select_memory", &PyModel::select_memory, py::arg("memory"), py::arg("rows"))
       .def("draft", &PyModel::draft, py::arg("memory"), py::arg("prefixes"), py::arg("k"))

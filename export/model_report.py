@@ -9,9 +9,12 @@ tests check token for token against the PyTorch reference) and scored with sacre
 - teacher: float32 greedy and beam 5 on test_2016_flickr;
 - en-de, en-de-attn: greedy as shipped (int8 + shortlist), int8 over the full
   vocabulary, and float32 (the dequantised weights); size on disk;
-- en-de-drafter: GAD (lossless) with each student as verifier, batch 1: drafted tokens
-  accepted and tokens produced per iteration (mean over iterations), and that the
-  outputs equal greedy's;
+- en-de-drafter: GAD (lossless) with en-de (whose encoder it reads) as verifier, batch 1:
+  drafted tokens accepted and tokens produced per iteration (mean over iterations), and
+  that the outputs equal greedy's;
+- en-de-little: BiLD with en-de-attn as the big model, batch 1: lossless at the model's
+  fallback (the same per-iteration figures, outputs equal to greedy's) and lossy at its
+  lossy defaults (BLEU beside en-de-attn's greedy BLEU);
 - uk-gec: greedy on the UA-GEC test set against the first annotator and against both,
   next to copying the input; the share of output tokens copied from the input (tokens
   inside the longest matching blocks of input and output) and of unchanged sentences;
@@ -36,6 +39,7 @@ from pyfastdec.backends.native import NativeBackend
 from pyfastdec.copy_through import CopyThrough
 from pyfastdec.model_dir import read_config as read_model_config
 from pyfastdec.decoding import beam_search, gad, greedy
+from pyfastdec.decoding.bild import bild
 from pyfastdec.text import Tokenizer
 
 from .data import load_pairs, read_lines
@@ -116,6 +120,26 @@ class Reporter:
                 "tokens per iteration": round(sum(s.generated for s in stats) / iterations, 2)}
         return result
 
+    def little(self) -> dict:
+        path, big_path = self.models / "en-de-little", self.models / "en-de-attn"
+        little, big = NativeBackend(path, threads=self.threads), NativeBackend(big_path, threads=self.threads)
+        chosen = little.config.bild or {}
+        tok, src = encode(big_path, [s for s, _ in self.flickr])
+        refs = [[t for _, t in self.flickr]]
+        expected, _ = batched(lambda b: greedy(big, b), src, 32)
+        result = {"megabytes": dir_megabytes(path), "decoding": chosen,
+                  "en-de-attn greedy BLEU": round(sacrebleu.corpus_bleu([tok.decode(o) for o in expected], refs).score, 2)}
+        for name, kw in (("lossless", {"fallback": chosen.get("fallback", 0.5)}),
+                         ("lossy", {"fallback": chosen.get("lossy_fallback", 0.5), "rollback": chosen.get("rollback", 1.0)})):
+            outs, stats = batched(lambda b: bild(big, little, b, **kw), src, 1)
+            iterations = sum(s.iterations for s in stats)
+            result[f"BiLD {name}"] = {
+                "equals greedy": outs == expected,
+                "BLEU": round(sacrebleu.corpus_bleu([tok.decode(o) for o in outs], refs).score, 2),
+                "accepted per iteration": round(sum(s.accepted for s in stats) / iterations, 2),
+                "tokens per iteration": round(sum(s.generated for s in stats) / iterations, 2)}
+        return result
+
     def gec(self) -> dict:
         path = self.models / "uk-gec"
         data = ensure_corpus()
@@ -160,19 +184,22 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", type=Path, default=REPO / "models")
     ap.add_argument("--teacher", type=Path, default=Path("/work/runs/models/teacher-en-de"))
-    ap.add_argument("--only", nargs="+", choices=["teacher", "en-de", "en-de-attn", "en-de-drafter", "uk-gec"])
+    ap.add_argument("--only", nargs="+", choices=["teacher", "en-de", "en-de-attn", "en-de-drafter", "en-de-little",
+                                                  "uk-gec"])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--work", type=Path, default=Path("/tmp/fastdec-model-report"))
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
     reporter = Reporter(args.models, args.threads, args.work)
-    wanted = args.only or ["teacher", "en-de", "en-de-attn", "en-de-drafter", "uk-gec"]
+    wanted = args.only or ["teacher", "en-de", "en-de-attn", "en-de-drafter", "en-de-little", "uk-gec"]
     report = {}
     for name in wanted:
         if name == "teacher":
             report[name] = reporter.teacher(args.teacher)
         elif name == "en-de-drafter":
-            report[name] = reporter.drafter(["en-de", "en-de-attn"])
+            report[name] = reporter.drafter(["en-de"])
+        elif name == "en-de-little":
+            report[name] = reporter.little()
         elif name == "uk-gec":
             report[name] = reporter.gec()
         else:

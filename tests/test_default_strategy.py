@@ -15,6 +15,7 @@ from child_python import NEUTRAL_CWD, child_env
 from pyfastdec import Corrector, Translator
 from pyfastdec.api import ALGOS
 from pyfastdec.default_strategy import default_strategy
+from pyfastdec.model_dir import ModelDirError
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "models"
@@ -45,10 +46,17 @@ def test_a_model_without_heads_or_drafter_translates_greedily():
     assert len(set(out)) == len(out) and stats.drafted == 0
 
 
-def test_a_drafter_without_heads_runs_gad_with_greedys_output():
-    attn = Translator(MODELS / "en-de-attn", MODELS / "en-de-drafter", threads=1)
-    assert attn.strategy.algo == "gad" and "drafter" in attn.strategy.reason
+def test_a_little_model_without_heads_runs_bild_with_greedys_output():
+    attn = Translator(MODELS / "en-de-attn", MODELS / "en-de-little", threads=1)
+    assert attn.strategy.algo == "bild" and "little model" in attn.strategy.reason
     assert attn.translate(SOURCES) == attn.translate(SOURCES, algo="greedy")
+
+
+def test_the_packaged_drafter_reads_en_de_s_encoder_only():
+    with_drafter = Translator(MODELS / "en-de", MODELS / "en-de-drafter", threads=1)
+    assert with_drafter.translate(SOURCES, algo="gad") == with_drafter.translate(SOURCES, algo="greedy")
+    with pytest.raises(ModelDirError, match=r"en-de-drafter/config\.json: encoder\.shared: .* is not the encoder of"):
+        Translator(MODELS / "en-de-attn", MODELS / "en-de-drafter", threads=1)
 
 
 def test_the_packaged_pair_prefers_the_heads(alone):
@@ -94,8 +102,8 @@ def test_cli_info_says_which_strategy_runs_and_why(alone):
     assert f"strategy of `fastdec translate -m {MODELS / 'en-de'}`: blockwise (" in done.stdout.decode()
     done = run_cli("info", "-m", str(MODELS / "en-de-attn"))
     assert f"strategy of `fastdec translate -m {MODELS / 'en-de-attn'}`: greedy (" in done.stdout.decode()
-    done = run_cli("info", "-m", str(MODELS / "en-de-attn"), "--drafter", str(MODELS / "en-de-drafter"))
-    assert ": gad (a drafter" in done.stdout.decode()
+    done = run_cli("info", "-m", str(MODELS / "en-de-attn"), "--drafter", str(MODELS / "en-de-little"))
+    assert ": bild (a little model" in done.stdout.decode()
     plain = run_cli("info").stdout.decode()
     assert "strategy of `fastdec translate`: blockwise (" in plain and "strategy of `fastdec correct`: iad (" in plain
     done = run_cli("info", "--drafter", str(MODELS / "en-de-drafter"))

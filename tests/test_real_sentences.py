@@ -1,7 +1,9 @@
 """The lossless strategies on the shipped models and real sentences, in the default suite:
-GAD and GAD++ (beta 1, tau 0) with models/en-de-drafter give exactly greedy's outputs
-from models/en-de (int8, lexical shortlist, SSRU decoder) on 64 Multi30k test sentences
-at batch sizes 1, 7 and 32; so does blockwise on en-de's own proposal heads, with every
+GAD and GAD++ (beta 1, tau 0) with models/en-de-drafter (which reads en-de's encoder)
+give exactly greedy's outputs from models/en-de (int8, lexical shortlist, SSRU decoder)
+on 64 Multi30k test sentences at batch sizes 1, 7 and 32; so does lossless BiLD with
+models/en-de-little over models/en-de-attn (at several fallback thresholds, and with the
+draft-or-plain policy); so does blockwise on en-de's own proposal heads, with every
 proposal verified, with caps that change per iteration and with the default policy, at 1
 and 2 threads; IAD gives exactly greedy's outputs from models/uk-gec on 64
 UA-GEC test sentences. The drafts are partly accepted and partly rejected, so a
@@ -16,6 +18,8 @@ import pytest
 from export.data import load_pairs
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import blockwise, gad, gad_plus, greedy, iad
+from pyfastdec.decoding.bild import bild
+from pyfastdec.decoding.draft_or_plain import DraftOrPlain
 from pyfastdec.decoding.draft_length import FixedDraftLength
 from pyfastdec.text import Tokenizer
 
@@ -61,6 +65,28 @@ def test_gad_on_the_shipped_models_is_greedy(en_de, batch_size):
                                         batch_size)
     assert outs == expected, first_difference(outs, expected)
     assert accepted_plus == accepted
+
+
+@pytest.fixture(scope="module")
+def bild_pair():
+    big = NativeBackend(MODELS / "en-de-attn", threads=1, shortlist=True)
+    little = NativeBackend(MODELS / "en-de-little", threads=1)
+    assert little.shares_encoder and big.config.quantization is not None
+    sources = encode(big, MODELS / "en-de-attn", [s for s, _ in load_pairs("test_2016_flickr", "en", "de")[:N]])
+    return big, little, sources, greedy(big, sources)[0]
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, 32])
+def test_bild_on_the_shipped_models_is_greedy(bild_pair, batch_size):
+    big, little, sources, expected = bild_pair
+    assert len({tuple(o) for o in expected}) == N
+    for fallback in (little.config.bild["fallback"], 0.0, 0.9):
+        outs, accepted, drafted = in_batches(lambda b: bild(big, little, b, fallback=fallback), sources, batch_size)
+        assert outs == expected, first_difference(outs, expected)
+        assert 0 < accepted < drafted
+    policy = DraftOrPlain(run=3, probe_every=2)  # plain runs in between: the little model catches up
+    outs, _, _ = in_batches(lambda b: bild(big, little, b, policy=policy), sources, batch_size)
+    assert outs == expected, first_difference(outs, expected)
 
 
 @pytest.mark.parametrize("threads", [1, 2])

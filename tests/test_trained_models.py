@@ -4,8 +4,9 @@ Engine (issue 4): the native engine in float32 gives greedy outputs token-identi
 PyTorch reference on all of test_2016_flickr; int8 stays within 0.5 BLEU of float32; the
 shortlist within 0.3 BLEU of the full vocabulary; batch 32 = one sentence at a time; 1
 thread = 2 threads.
-Decoding (issue 5): GAD (beta 1, tau 0) with models/en-de-drafter and IAD give exactly
-greedy's outputs at batch sizes 1 and 16, on all of test_2016_flickr and the UA-GEC test.
+Decoding (issues 5, 15): GAD (beta 1, tau 0) with models/en-de-drafter, lossless BiLD with
+models/en-de-little over en-de-attn, and IAD give exactly greedy's outputs at batch sizes
+1 and 16 (BiLD: 1 and 32), on all of test_2016_flickr and the UA-GEC test.
 
 The shipped students are int8 directories; their float32 twin is written here from the
 same dequantised weights (export.writer.read_model_dir), so float32 and int8 share weights.
@@ -25,6 +26,8 @@ from export.uagec import ensure_corpus
 from export.writer import write_float_twin
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import gad, greedy, iad
+from pyfastdec.decoding.bild import bild
+from pyfastdec.decoding.draft_or_plain import DraftOrPlain
 from pyfastdec.model_dir import read_config
 from pyfastdec.text import Tokenizer
 
@@ -108,9 +111,9 @@ def test_batch_and_threads_do_not_change_outputs(name, flickr):
 
 
 @pytest.mark.parametrize("batch_size", [1, 16])
-@pytest.mark.parametrize("name", STUDENTS)
-def test_gad_is_lossless_on_the_test_set(name, batch_size, flickr):
-    path = model_path(name)
+def test_gad_is_lossless_on_the_test_set(batch_size, flickr):
+    """The packaged drafter reads en-de's encoder, so en-de is its only verifier."""
+    path = model_path("en-de")
     verifier = NativeBackend(path, threads=1)
     drafter = NativeBackend(model_path("en-de-drafter"), threads=1)
     src = encode(path, [s for s, _ in flickr])
@@ -118,6 +121,21 @@ def test_gad_is_lossless_on_the_test_set(name, batch_size, flickr):
     got = decode_batches(lambda b: gad(verifier, drafter, b), src, batch_size)
     differ = [i for i, (a, b) in enumerate(zip(got, expected)) if a != b]
     assert not differ, f"GAD differs from greedy on {len(differ)} lines, first {differ[0] + 1}"
+
+
+@pytest.mark.parametrize("batch_size", [1, 32])
+def test_bild_is_lossless_on_the_test_set(batch_size, flickr):
+    """Lossless BiLD (the little model's own fallback, and the draft-or-plain policy)
+    equals en-de-attn's greedy output on the whole test set."""
+    path = model_path("en-de-attn")
+    big, little = NativeBackend(path, threads=1), NativeBackend(model_path("en-de-little"), threads=1)
+    src = encode(path, [s for s, _ in flickr])
+    expected = decode_batches(lambda b: greedy(big, b), src, batch_size)
+    policy = DraftOrPlain()
+    got = decode_batches(lambda b: bild(big, little, b, fallback=little.config.bild["fallback"], policy=policy), src,
+                         batch_size)
+    differ = [i for i, (a, b) in enumerate(zip(got, expected)) if a != b]
+    assert not differ, f"BiLD differs from greedy on {len(differ)} lines, first {differ[0] + 1}"
 
 
 @pytest.mark.parametrize("batch_size", [1, 32])

@@ -538,6 +538,63 @@ void Model::truncate(DecoderState& state, const std::vector<int>& lengths) const
   for (size_t b = 0; b < state.rows.size(); ++b) state.rows[b].length = lengths[b];
 }
 
+void Model::draft_greedy(DecoderState& state, const int32_t* tokens, const int* widths, int w, int max_new,
+                         float min_logprob, int64_t* drafts, int* counts, int* fed) {
+  const int R = static_cast<int>(state.rows.size());
+  std::vector<int64_t> argmax(static_cast<size_t>(R) * w), top(static_cast<size_t>(R) * w);
+  std::vector<float> top_logprob(static_cast<size_t>(R) * w);
+  StepRequest request;
+  request.argmax = false;
+  request.topk = 1;
+  StepOutputs out;
+  out.argmax = argmax.data();
+  out.topk_ids = top.data();
+  out.topk_logprobs = top_logprob.data();
+  step(state, tokens, w, request, out);
+  std::vector<int64_t> candidate(static_cast<size_t>(R));
+  std::vector<float> confidence(static_cast<size_t>(R));
+  std::vector<int> caught_up(static_cast<size_t>(R));
+  bool ragged = false;
+  for (int b = 0; b < R; ++b) {
+    const size_t at = static_cast<size_t>(b) * w + static_cast<size_t>(widths[b] - 1);
+    candidate[b] = top[at];
+    confidence[b] = top_logprob[at];
+    caught_up[b] = state.rows[b].length - w + widths[b];
+    ragged = ragged || widths[b] < w;
+  }
+  if (ragged) truncate(state, caught_up);  // padding must not precede the drafted tokens
+  std::fill(drafts, drafts + static_cast<size_t>(R) * max_new, int64_t{-1});
+  std::fill(counts, counts + R, 0);
+  std::fill(fed, fed + R, 0);
+  std::vector<char> alive(static_cast<size_t>(R), 1);
+  std::vector<int32_t> next(static_cast<size_t>(R));
+  for (;;) {
+    bool feeding = false;
+    for (int b = 0; b < R; ++b) {
+      next[b] = cfg_.pad;
+      if (!alive[b]) continue;
+      if (confidence[b] < min_logprob) {  // fallback: the big model decides this position
+        alive[b] = 0;
+        continue;
+      }
+      drafts[static_cast<size_t>(b) * max_new + counts[b]++] = candidate[b];
+      if (candidate[b] == cfg_.eos || counts[b] == max_new) {
+        alive[b] = 0;
+        continue;
+      }
+      next[b] = static_cast<int32_t>(candidate[b]);
+      ++fed[b];
+      feeding = true;
+    }
+    if (!feeding) return;
+    step(state, next.data(), 1, request, out);
+    for (int b = 0; b < R; ++b) {
+      candidate[b] = top[static_cast<size_t>(b)];
+      confidence[b] = top_logprob[static_cast<size_t>(b)];
+    }
+  }
+}
+
 void Model::draft(const Memory& memory, const std::vector<std::vector<int32_t>>& prefixes, int k,
                   int64_t* ids, float* logprobs) {
   std::lock_guard<std::mutex> lock(call_mutex_);

@@ -71,6 +71,15 @@ class Model {
   void step(DecoderState& state, const int32_t* tokens, int n, const StepRequest& request,
             const StepOutputs& outputs);
   void truncate(DecoderState& state, const std::vector<int>& lengths) const;
+  // BiLD's little model drafting, in one call (decoding/bild.py): appends each row's
+  // catch-up tokens (tokens [rows, w]; row b's first widths[b] are real, the rest padding
+  // that is rolled back), then drafts greedily while the top-1 log-prob is >= min_logprob,
+  // up to max_new tokens or EOS (the token below the threshold is not drafted).
+  // drafts [rows, max_new] (-1 past counts[b]); fed[b]: how many of row b's drafted tokens
+  // the state holds after its catch-up (the last drafted one is never fed). Positions after
+  // those (padding of rows that stopped early) must be truncated before the next step.
+  void draft_greedy(DecoderState& state, const int32_t* tokens, const int* widths, int w, int max_new,
+                    float min_logprob, int64_t* drafts, int* counts, int* fed);
   // Drafter: for each row, the k tokens after [BOS, prefix] (argmax) and their log-probs.
   void draft(const Memory& memory, const std::vector<std::vector<int32_t>>& prefixes, int k,
              int64_t* ids, float* logprobs);

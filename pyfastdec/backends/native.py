@@ -139,6 +139,14 @@ class NativeBackend:
                        logprobs=out.get("logprobs"), proposals=out.get("proposals"),
                        accepted=out.get("accepted"))
 
+    def draft_greedy(self, state, tokens: np.ndarray, widths: np.ndarray, max_new: int, min_logprob: float):
+        """BiLD's little-model drafting in one engine call (decoding/bild.py; the loop it
+        replaces is bild's own, which other backends run): (drafts [rows, max_new] with -1
+        past each row's count, counts [rows], fed [rows]); see Model::draft_greedy."""
+        self._require_ar("draft_greedy")
+        return self._model.draft_greedy(state, np.ascontiguousarray(tokens, dtype=np.int64),
+                                        np.ascontiguousarray(widths, dtype=np.int64), int(max_new), float(min_logprob))
+
     def truncate(self, state, lengths: np.ndarray):
         self._model.truncate(state, np.ascontiguousarray(lengths, dtype=np.int64))
         return state
