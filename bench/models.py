@@ -179,3 +179,39 @@ def compatible_drafter(verifier: Path, drafter: Path) -> str | None:
     if (verifier / "spm.model").read_bytes() != (drafter / "spm.model").read_bytes():
         return f"drafter {drafter} has another spm.model than {verifier}"
     return None
+
+
+def shared_pairing(host: Path, model: Path | None, arch: str, role: str) -> str | None:
+    """None if `model` (a shared-encoder model of `arch`: "nat-drafter" for GAD,
+    "transformer" for BiLD's little model) reads `host`'s encoder output and speaks its
+    vocabulary (pyfastdec.api.check_drafter), else the reason it cannot run beside it."""
+    from pyfastdec.api import check_drafter
+    from pyfastdec.model_dir import ModelDir, ModelDirError
+
+    reason = availability(model, arch=arch)
+    if reason:
+        return reason
+    little = ModelDir.load(model)
+    if little.config.encoder_shared is None:
+        return f"{model} has an encoder of its own (config.json encoder.shared is absent), not a shared-encoder {role}"
+    try:
+        check_drafter(ModelDir.load(host), little)
+    except ModelDirError as err:
+        return str(err)
+    return None
+
+
+def bild_defaults(little: Path) -> dict:
+    """The thresholds Translator uses with this little model (api.Translator._bild): its
+    config.json decoding {fallback, lossy_fallback, rollback}, else pyfastdec's defaults.
+    {"lossless": fallback, "lossy": (fallback, rollback), "source": where they came from}."""
+    from pyfastdec.decoding.bild import DEFAULT_FALLBACK, DEFAULT_ROLLBACK
+    from pyfastdec.model_dir import ModelDir
+
+    own = ModelDir.load(little).config.bild
+    if own:
+        return {"lossless": own["fallback"], "lossy": (own["lossy_fallback"], own["rollback"]),
+                "source": f"{little}/config.json decoding"}
+    return {"lossless": DEFAULT_FALLBACK, "lossy": (DEFAULT_FALLBACK, DEFAULT_ROLLBACK),
+            "source": "pyfastdec.decoding.bild DEFAULT_FALLBACK / DEFAULT_ROLLBACK (no decoding thresholds in "
+                      f"{little}/config.json)"}

@@ -22,6 +22,14 @@ shortlist (`use_vmap`, bench/vmap.py), at the setting chosen for it without the 
 The correction model (issue 16) runs greedy and IAD, and CTranslate2 int8 greedy on its
 own weights (probed like en-de-attn's, on UA-GEC sentences): `gec_jobs`, and the
 CTranslate2 functions with model="uk-gec", dataset="uagec".
+
+Models without an encoder of their own (issue 15): `gad-shared` is GAD with a drafter that
+reads the verifier's encoder output, beside `gad` with the drafter that encodes again
+(`gad_shared_jobs`); BiLD (`bild_jobs`) runs greedy of the big model, lossless `bild` and
+the little model's lossy default (`bild-lossy`) at batch 1 and 32, and a sweep of
+(fallback, rollback) points at batch 1 (BILD_GRID; BILD_GRID_QUICK under --quick) at the
+fewest threads measured. Sweep points are jobs marked `sweep`: their rows go to the
+report's BiLD section and plot, not to the main tables.
 """
 from __future__ import annotations
 
@@ -43,6 +51,7 @@ class Plan:
     quick: bool = False
     strategies: tuple[str, ...] | None = None  # only these strategies (None: every one)
     precisions: tuple[str, ...] | None = None  # only these precisions (None: both)
+    draft_policy: bool = True  # GAD and BiLD under their cost policies (False: draft every iteration)
 
 
 @dataclass
@@ -59,11 +68,25 @@ class Job:
     env: dict = field(default_factory=dict)
     shortlist: bool = False
     probe: bool = False
+    sweep: bool = False  # a BiLD sweep point: reported in its own section, not the main tables
+    fields: dict = field(default_factory=dict)  # copied into each of its rows (BiLD: fallback, rollback)
 
     @property
     def id(self) -> str:
         sl = "+shortlist" if self.shortlist else ""
         return f"{self.system}/{self.model}/{self.precision}/{self.strategy}{sl}/{self.setting}"
+
+
+POLICY_STRATEGIES = ("gad", "gad-shared", "gad++", "bild", "bild-lossy")  # the ones --no-draft-policy changes
+
+
+def _policy(plan: Plan, strategy: str, spec: dict, setting: str) -> str:
+    """Records in `spec` whether a GAD / BiLD job runs its cost policy; returns the
+    setting the report shows ("policy=off" appended when it does not)."""
+    if strategy not in POLICY_STRATEGIES:
+        return setting
+    spec["draft_policy"] = plan.draft_policy
+    return setting if plan.draft_policy else setting + " policy=off"
 
 
 def workload_id(dataset: str, batch_size: int, threads: int) -> str:
@@ -101,10 +124,12 @@ def wanted(plan: Plan, system: str, precision: str, strategy: str, threads: int)
     if system == "torch":
         return False
     if plan.quick:
-        return precision == "int8" and strategy in ("greedy", "gad", "iad", "blockwise", "blockwise-all")
+        return precision == "int8" and strategy in ("greedy", "gad", "gad-shared", "iad", "blockwise",
+                                                    "blockwise-all", "bild")
     if system in ("ct2", "onnx"):
         return strategy == "greedy"
-    return (precision == "int8" and strategy in ("greedy", "gad", "gad++", "iad", "blockwise", "blockwise-all")) or \
+    return (precision == "int8" and strategy in ("greedy", "gad", "gad-shared", "gad++", "iad", "blockwise",
+                                                 "blockwise-all", "bild", "bild-lossy")) or \
         (precision == "float32" and strategy == "greedy")
 
 
@@ -126,8 +151,80 @@ def pyfastdec_jobs(plan: Plan, model: str, dirs: dict, shortlist: bool, drafter:
                     workloads, serves = _mt_workloads(plan, threads)
                     spec = {"system": "pyfastdec", "path": str(path), "threads": threads, "shortlist": sl,
                             "strategy": strategy, "drafter": drafter, "workloads": workloads}
-                    jobs.append(Job("pyfastdec", model, precision, strategy, threads, f"threads={threads}",
+                    setting = _policy(plan, strategy, spec, f"threads={threads}")
+                    jobs.append(Job("pyfastdec", model, precision, strategy, threads, setting,
                                     "multi30k", serves, spec, shortlist=sl))
+    return jobs
+
+
+def gad_shared_jobs(plan: Plan, model: str, path, shortlist: bool, drafter: str) -> list[Job]:
+    """GAD with a shared-encoder drafter on the verifier `path` (int8: the drafter reads
+    the encoder of exactly that directory), with its shortlist when it has one (the
+    fastest setting, as the separate drafter's `gad` rows beside it)."""
+    jobs = []
+    for threads in plan.threads:
+        if not wanted(plan, "pyfastdec", "int8", "gad-shared", threads):
+            continue
+        workloads, serves = _mt_workloads(plan, threads)
+        spec = {"system": "pyfastdec", "path": str(path), "threads": threads, "shortlist": shortlist,
+                "strategy": "gad-shared", "drafter": drafter, "workloads": workloads}
+        setting = _policy(plan, "gad-shared", spec, f"threads={threads}")
+        jobs.append(Job("pyfastdec", model, "int8", "gad-shared", threads, setting, "multi30k",
+                        serves, spec, shortlist=shortlist, fields={"drafter": drafter}))
+    return jobs
+
+
+# BiLD's sweep at batch 1: every fallback x rollback (rollback 0: lossless, = big greedy).
+BILD_GRID = ((0.3, 0.5, 0.7, 0.9), (0.0, 0.5, 1.0, 2.0, 3.0))
+BILD_GRID_QUICK = ((0.3, 0.5, 0.9), (0.0, 1.0, 3.0))
+
+
+def bild_grid(plan: Plan) -> list[tuple[float, float]]:
+    fallbacks, rollbacks = BILD_GRID_QUICK if plan.quick else BILD_GRID
+    return [(f, r) for f in fallbacks for r in rollbacks]
+
+
+def _bild_strategy(rollback: float) -> str:
+    return "bild-lossy" if rollback > 0 else "bild"
+
+
+def bild_jobs(plan: Plan, model: str, precision: str, path, shortlist: bool, little: str,
+              lossless_fallback: float, lossy: tuple[float, float]) -> list[Job]:
+    """Greedy of the big model `path`, BiLD with the little model at its defaults
+    (lossless: rollback 0 at `lossless_fallback`; lossy: (fallback, rollback)) at batch
+    1 and 32 at every thread count wanted, and the sweep (bild_grid) at batch 1 at the
+    fewest threads, each point its own job; a point equal to a default is that default's
+    batch-1 row. The little model runs with the big model's shortlist when it has one."""
+    jobs = []
+
+    def job(strategy, threads, workloads, serves, fallback=None, rollback=None, default=None, sweep=False):
+        spec = {"system": "pyfastdec", "path": str(path), "threads": threads, "shortlist": shortlist,
+                "strategy": strategy, "drafter": None, "workloads": workloads}
+        setting, fields = f"threads={threads}", {}
+        if strategy != "greedy":
+            spec.update(little=little, fallback=fallback, rollback=rollback)
+            setting = _policy(plan, strategy, spec, setting + f" fallback={fallback:g} rollback={rollback:g}")
+            fields = {"little": little, "fallback": fallback, "rollback": rollback, "bild_default": default}
+        return Job("pyfastdec", model, precision, strategy, threads, setting, "multi30k", serves, spec,
+                   shortlist=shortlist, sweep=sweep, fields=fields)
+
+    defaults = {"lossless": (lossless_fallback, 0.0), "lossy": lossy}
+    for threads in plan.threads:
+        workloads, serves = _mt_workloads(plan, threads)
+        if wanted(plan, "pyfastdec", precision, "greedy", threads):
+            jobs.append(job("greedy", threads, workloads, serves))
+        for name, (fallback, rollback) in defaults.items():
+            strategy = _bild_strategy(rollback)
+            if wanted(plan, "pyfastdec", precision, strategy, threads):
+                jobs.append(job(strategy, threads, workloads, serves, fallback, rollback, name))
+    sweep_threads = min(plan.threads)
+    workloads, serves = _mt_workloads(plan, sweep_threads, batches=(LATENCY_BATCH,))
+    for fallback, rollback in bild_grid(plan):
+        strategy = _bild_strategy(rollback)
+        if (fallback, rollback) in defaults.values() or not wanted(plan, "pyfastdec", precision, strategy,
+                                                                   sweep_threads):
+            continue
+        jobs.append(job(strategy, sweep_threads, workloads, serves, fallback, rollback, sweep=True))
     return jobs
 
 

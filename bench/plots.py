@@ -3,9 +3,12 @@
 - quality_vs_latency.png: BLEU against ms/sentence p50 at batch 1 (1 thread, or the
   fewest measured), one panel per model, one point per configuration, colour per system,
   the Pareto front (fastest at each BLEU) marked, labels in a column that cannot overlap.
-- speedup_by_length.png: GAD / GAD++ / IAD against greedy of the same model, precision
-  and shortlist, per source-length bucket (sentence quintiles): sum of greedy's
-  per-sentence times over the strategy's, at batch 1.
+- speedup_by_length.png: the drafting strategies (GAD, GAD++, IAD, blockwise, BiLD)
+  against greedy of the same model, precision and shortlist, per source-length bucket
+  (sentence quintiles): sum of greedy's per-sentence times over the strategy's, at batch 1.
+- bild_pareto.png: BiLD's (fallback, rollback) sweep, BLEU against ms/sentence p50 at
+  batch 1, big greedy as the reference point (with the band of BLEU within 0.3 of it),
+  the Pareto front marked as in quality_vs_latency.png.
 """
 from __future__ import annotations
 
@@ -17,7 +20,9 @@ from bench.plan import LATENCY_BATCH
 
 COLOURS = {"pyfastdec": "tab:blue", "ct2": "tab:red", "marian": "tab:purple", "onnx": "tab:green",
            "torch": "tab:orange"}
-MARKERS = {"greedy": "o", "beam5": "s", "gad": "^", "gad++": "v", "iad": "D", "blockwise": "P", "blockwise-all": "X"}
+MARKERS = {"greedy": "o", "beam5": "s", "gad": "^", "gad-shared": "<", "gad++": "v", "iad": "D", "blockwise": "P",
+           "blockwise-all": "X", "bild": "*", "bild-lossy": "h"}
+DRAFTING = ("gad", "gad-shared", "gad++", "iad", "blockwise", "blockwise-all", "bild", "bild-lossy")
 
 
 def _plt():
@@ -112,7 +117,7 @@ def speedup_by_length(rows: list[dict], source_lengths: dict[tuple[str, str], li
     """source_lengths: (model, dataset) -> source lengths in tokens (EOS included)."""
     pairs = []
     for r in rows:
-        if r["strategy"] not in ("gad", "gad++", "iad", "blockwise", "blockwise-all") or "sentence_ms" not in r or r["system"] != "pyfastdec":
+        if r["strategy"] not in DRAFTING or "sentence_ms" not in r or r["system"] != "pyfastdec":
             continue
         greedy = next((g for g in rows if g["strategy"] == "greedy" and g["workload"] == r["workload"]
                        and g["model"] == r["model"] and g["precision"] == r["precision"]
@@ -143,6 +148,66 @@ def speedup_by_length(rows: list[dict], source_lengths: dict[tuple[str, str], li
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def bild_pareto(points: dict | None, out: Path, within: float = 0.3) -> Path | None:
+    """points: bench.shared_encoder_report.bild_sweep_points (the BiLD rows at batch 1,
+    big greedy, the Pareto front). One point per (fallback, rollback), coloured by
+    rollback (0 = lossless), labelled in a column right of the axes as in
+    quality_vs_latency.png; big greedy a black star with dotted lines through it and the
+    band of BLEU within `within` of it shaded; the front ringed and joined by a dashed step."""
+    if points is None:
+        return None
+    plt = _plt()
+    import matplotlib.ticker
+
+    mine, greedy, front = points["points"], points["greedy"], points["front"]
+    everything = mine + ([greedy] if greedy else [])
+    rollbacks = sorted({r["rollback"] for r in mine})
+    cmap = plt.get_cmap("viridis")
+    colour = {rb: cmap(0.8 * i / max(1, len(rollbacks) - 1)) for i, rb in enumerate(rollbacks)}  # no pale yellow
+    fig, ax = plt.subplots(figsize=(10, max(4.5, LABEL_PITCH_IN * (len(everything) + 2) + 1.4)))
+    if greedy is not None:
+        ax.axhspan(greedy["bleu"] - within, greedy["bleu"], color="tab:green", alpha=0.12, lw=0,
+                   label=f"BLEU within {within:g} of big greedy")
+        ax.axhline(greedy["bleu"], color="black", lw=0.6, ls=":")
+        ax.axvline(greedy["ms_p50"], color="black", lw=0.6, ls=":")
+        ax.scatter(greedy["ms_p50"], greedy["bleu"], s=160, marker="*", color="black", zorder=4, label="big greedy")
+    for rb in rollbacks:
+        part = [r for r in mine if r["rollback"] == rb]
+        ax.scatter([r["ms_p50"] for r in part], [r["bleu"] for r in part], s=40, color=colour[rb], zorder=3,
+                   marker=MARKERS["bild"] if rb == 0 else "o",
+                   label=f"rollback {rb:g}" + (" (lossless)" if rb == 0 else ""))
+    ax.step([r["ms_p50"] for r in front], [r["bleu"] for r in front], where="post", ls="--", lw=0.9,
+            color="black", zorder=2)
+    ax.scatter([r["ms_p50"] for r in front], [r["bleu"] for r in front], s=150, facecolors="none",
+               edgecolors="black", lw=0.8, zorder=2, label="Pareto front (* in labels)")
+    on_front = {id(r) for r in front}
+    ordered = sorted(everything, key=lambda r: (-r["bleu"], r["ms_p50"]))
+    for i, r in enumerate(ordered):
+        text = "big greedy" if r["strategy"] == "greedy" else \
+            f"f={r['fallback']:g} r={r['rollback']:g}" + (f" ({r['bild_default']} default)" if r.get("bild_default")
+                                                         else "")
+        ax.annotate(text + (" *" if id(r) in on_front else ""), (r["ms_p50"], r["bleu"]),
+                    xytext=(1.02, 1 - (i + 0.5) / len(ordered)), textcoords="axes fraction", fontsize=6,
+                    va="center", color="black" if r["strategy"] == "greedy" else colour[r["rollback"]],
+                    arrowprops={"arrowstyle": "-", "lw": 0.3, "color": "grey", "alpha": 0.6})
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    threads = points["threads"]
+    ax.set_xlabel(f"ms per sentence, p50 (batch 1, {threads} thread{'s' if threads > 1 else ''}; log scale)")
+    ax.set_ylabel("BLEU (sacreBLEU)")
+    ax.set_title(f"BiLD fallback x rollback sweep on {mine[0]['model']} {mine[0]['precision']}"
+                 f"{' +shortlist' if mine[0]['shortlist'] else ''}: Multi30k test_2016_flickr En-De, first "
+                 f"{mine[0]['sentences']} sentences", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=7, loc="lower center", ncol=4, frameon=False)
+    fig.subplots_adjust(left=0.08, right=0.72, top=1 - 0.35 / fig.get_figheight(), bottom=1.05 / fig.get_figheight())
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return out

@@ -13,6 +13,7 @@ from bench.plan import LATENCY_BATCH
 from bench.results import (
     LOSSLESS,  # equal to greedy by construction (beam and GAD++ are not)
 )
+from bench.shared_encoder_report import bild_section, gad_shared_section
 
 TARGETS = {LATENCY_BATCH: 4.0, 32: 1.5}  # issue 6: x CTranslate2 int8 greedy
 
@@ -35,12 +36,13 @@ def _share(x):
 
 
 SYSTEM_ORDER = ("pyfastdec", "ct2", "marian", "onnx", "torch")
-STRATEGY_ORDER = ("greedy", "gad", "gad++", "iad", "blockwise", "blockwise-all", "beam5")
+STRATEGY_ORDER = ("greedy", "gad", "gad-shared", "gad++", "iad", "blockwise", "blockwise-all", "bild", "bild-lossy",
+                  "beam5")
 
 
 def _order(r: dict):
     return (r["threads"], SYSTEM_ORDER.index(r["system"]), r["model"], r["precision"] != "int8",
-            r["shortlist"], STRATEGY_ORDER.index(r["strategy"]))
+            r["shortlist"], STRATEGY_ORDER.index(r["strategy"]), r.get("fallback") or 0, r.get("rollback") or 0)
 
 
 def _table(rows: list[dict], batch_size: int) -> list[str]:
@@ -161,9 +163,11 @@ def markdown(results: dict) -> str:
     lines += _ct2_section(results)
     lines += marian_section(rows, results.get("marian_settings"))
     lines += blockwise_section(results)
+    lines += gad_shared_section(results)
+    lines += bild_section(results)
     lines += gec_section(rows)
     lines += behind_section(rows)
-    lines += lossless_section(rows)
+    lines += lossless_section(rows + results.get("bild_sweep", []))
     lines += ["## Targets (issue 6)", ""] + _targets(rows) + [""]
     lines += targets_issue11(results)
     lines += targets_issue16(rows)

@@ -44,7 +44,7 @@ def job_rows(job, result: dict, ct2_log: dict | None = None) -> list[dict]:
                    "decode_stats": w["decode_stats"], "decode_stats_passes": w.get("decode_stats_passes", []),
                    "load_s": result["load_s"],
                    "peak_rss_mb": result["peak_rss_mb"], "engine": dict(result["info"], **(ct2_log or {})),
-                   "_outputs": w["outputs"]}
+                   "_outputs": w["outputs"], **job.fields}
             row["target_tokens_per_s"] = row["output_tokens"] * row["sentences_per_s"] / row["sentences"]
             if "sentence_ms" in w:
                 row["sentence_ms"] = w["sentence_ms"]
@@ -89,7 +89,8 @@ def add_identical(rows: list[dict]) -> None:
         r["identical_reference"] = None if ref is None else ref["job"]
 
 
-LOSSLESS = ("greedy", "gad", "iad", "blockwise", "blockwise-all")  # equal to greedy by construction
+# Equal to greedy by construction (bild: BiLD with rollback 0, = greedy of the big model).
+LOSSLESS = ("greedy", "gad", "gad-shared", "iad", "blockwise", "blockwise-all", "bild")
 
 
 def add_lossless_check(rows: list[dict]) -> None:
@@ -127,9 +128,15 @@ def add_decoder_loop(rows: list[dict]) -> None:
     precision and shortlist on the same workload (the end-to-end ratio is `vs_greedy`).
     Also `iterations_per_sentence` (verifier calls each sentence takes part in: row_steps
     over sentences; greedy's is its output length + 1), `verifier_calls` (calls of the
-    batched step over the pass, iterations) and `accepted_share` (drafted tokens kept)."""
+    batched step over the pass, iterations), `accepted_share` (drafted tokens kept),
+    `accepted_per_iteration` (drafted tokens kept per row per verifier call) and
+    `drafter_s` (the draft model's seconds: drafting, and attaching to the verifier's
+    memory for a shared-encoder model; a drafter's own encoder counts as encoder)."""
     for r in rows:
         r["encoder_s"] = _stat_median(r, lambda p: p["encoder_s"])
+        r["drafter_s"] = _stat_median(r, lambda p: p.get("drafter_s", 0.0))
+        r["accepted_per_iteration"] = _stat_median(r, lambda p: p["accepted"] / p["row_steps"]
+                                                   if p.get("row_steps") else 0.0)
         r["decoder_s"] = _stat_median(r, lambda p: p["total_s"] - p["encoder_s"])
         r["tokens_per_iteration"] = _stat_median(r, lambda p: p["generated"] / p["row_steps"]
                                                  if p.get("row_steps") else 0.0)

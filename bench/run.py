@@ -2,10 +2,10 @@
 figure, a markdown report and plots (issue 6).
 
     python -m bench.run [--quick] [--out DIR] [--limit N] [--threads 1,2]
-        [--en-de DIR] [--en-de-attn DIR] [--drafter DIR] [--uk-gec DIR]
-        [--en-de-heads DIR] [--en-de-attn-heads DIR] [--joint DIR]
-        [--systems pyfastdec,heads,ct2,onnx,torch,gec] [--strategies S,..] [--precisions int8,float32]
-        [--models en-de,en-de-attn,uk-gec,...]
+        [--en-de DIR] [--en-de-attn DIR] [--drafter DIR] [--shared-drafter DIR] [--uk-gec DIR]
+        [--en-de-heads DIR] [--en-de-attn-heads DIR] [--joint DIR] [--big DIR] [--little DIR]
+        [--systems pyfastdec,heads,bild,ct2,onnx,torch,gec] [--strategies S,..] [--precisions int8,float32]
+        [--models en-de,en-de-attn,uk-gec,bild-big,...]
 
 Systems: pyfastdec greedy, beam 5, GAD, GAD++ (beta 3, tau 1.0), int8 and float32, with and
 without the lexical shortlist, on --en-de (SSRU student) and --en-de-attn (attention
@@ -21,14 +21,21 @@ Models with proposal heads (issue 11; system "heads"): --en-de-heads, --en-de-at
 its heads), each running greedy, blockwise (the default cost policy) and blockwise-all
 (all K proposals verified), with tokens per iteration and the decoder-loop speed-up
 (encoder time excluded) beside the end-to-end one.
+Models without an encoder of their own (issue 15): GAD on --en-de int8 with --shared-drafter
+(a drafter reading the verifier's encoder output; strategy gad-shared) beside GAD with
+--drafter, with encoder and drafter time per sentence and drafted tokens accepted per
+iteration; and BiLD (system "bild", model role bild-big): greedy of --big, lossless BiLD
+with --little at its fallback and the little model's lossy default, at batch 1 and 32,
+and a (fallback, rollback) sweep at batch 1 with BLEU, its Pareto front and
+bild_pareto.png (bench/shared_encoder_report.py).
 Workloads and the matrix: bench/plan.py. Every measurement runs in its own process
 (bench/child.py). A missing model, data set or peer is reported as "not run: <reason>".
 --models keeps only the named models' rows: `--models uk-gec --systems gec,ct2` runs the
 correction rows and CTranslate2 on the correction model, nothing else.
 
 Output in DIR (default bench/results/latest, not committed): results.json, report.md,
-quality_vs_latency.png, speedup_by_length.png, outputs.json.gz (every system's
-detokenized outputs).
+quality_vs_latency.png, speedup_by_length.png, bild_pareto.png, outputs.json.gz (every
+system's detokenized outputs).
 """
 from __future__ import annotations
 
@@ -44,7 +51,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from bench import behind, data, marian, models, plan as planning, plots, report, results
+from bench import behind, data, marian, models, plan as planning, plots, report, results, shared_encoder_report
 from bench.isolate import MeasurementFailed, run_isolated
 from bench.quality import bleu_chrf
 
@@ -64,14 +71,19 @@ def parse_args(argv):
     ap.add_argument("--limit", type=int, help="at most N sentences per workload (smoke runs)")
     ap.add_argument("--repeats", type=int, help="timed passes per measurement (default 3, --quick 1)")
     ap.add_argument("--threads", default="1,2", help="thread budgets to measure, comma-separated")
+    ap.add_argument("--no-draft-policy", action="store_true",
+                    help="GAD, GAD++ and BiLD draft every iteration instead of running their cost policies "
+                         "(Translator's default): their raw tokens per iteration, and BiLD's sweep without plain "
+                         "runs; rows say policy=off")
     ap.add_argument("--every-config", action="store_true",
                     help="the whole matrix at every thread count (default: beyond 1 thread only the "
                          "configurations the headline comparisons need; bench/plan.py)")
-    ap.add_argument("--systems", default="pyfastdec,heads,ct2,marian,onnx,torch,gec",
+    ap.add_argument("--systems", default="pyfastdec,heads,bild,ct2,marian,onnx,torch,gec",
                     help="subset to run: pyfastdec (translation), heads (the models with proposal heads), "
-                         "ct2, marian (pymarian, the bench-marian extra; bench/marian.py), onnx, torch, gec (IAD)")
-    ap.add_argument("--strategies", help="only these strategies, comma-separated (greedy, beam5, gad, gad++, iad, "
-                                         "blockwise, blockwise-all; default: all)")
+                         "bild (BiLD: --big with --little), ct2, marian (pymarian, the bench-marian extra; "
+                         "bench/marian.py), onnx, torch, gec (IAD)")
+    ap.add_argument("--strategies", help="only these strategies, comma-separated (greedy, beam5, gad, gad-shared, "
+                                         "gad++, iad, blockwise, blockwise-all, bild, bild-lossy; default: all)")
     ap.add_argument("--precisions", help="only these precisions, comma-separated (int8, float32; default: both)")
     ap.add_argument("--models", help="only these models, comma-separated (" + ", ".join(MODEL_ROLES)
                                      + "; default: all), e.g. uk-gec for the correction rows and CTranslate2 on them")
@@ -79,6 +91,14 @@ def parse_args(argv):
     ap.add_argument("--en-de-attn", type=Path, default=REPO_ROOT / "models" / "en-de-attn",
                     help="attention student (also the peers' model)")
     ap.add_argument("--drafter", type=Path, default=REPO_ROOT / "models" / "en-de-drafter", help="GAD drafter")
+    ap.add_argument("--shared-drafter", type=Path, default=_existing(DEFAULT_SHARED_DRAFTER),
+                    help="GAD drafter without an encoder, reading --en-de's int8 encoder output (strategy "
+                         "gad-shared; default: models/en-de-drafter-shared if it exists, else not run)")
+    ap.add_argument("--big", type=Path, default=REPO_ROOT / "models" / "en-de-attn",
+                    help="BiLD's big model (run at the precision it is stored in)")
+    ap.add_argument("--little", type=Path, default=_existing(DEFAULT_LITTLE),
+                    help="BiLD's little model, reading --big's encoder output (default: models/en-de-little if it "
+                         "exists, else BiLD is not run)")
     ap.add_argument("--uk-gec", type=Path, default=REPO_ROOT / "models" / "uk-gec", help="correction model")
     for flag, role, student in (("--en-de-heads", "en-de-heads", "en-de"),
                                 ("--en-de-attn-heads", "en-de-attn-heads", "en-de-attn"),
@@ -92,7 +112,15 @@ def parse_args(argv):
 
 
 HEADS_ROLES = {"en-de-heads": "en_de_heads", "en-de-attn-heads": "en_de_attn_heads", "joint": "joint"}
-MODEL_ROLES = ("en-de", "en-de-attn", "uk-gec", *HEADS_ROLES)
+BILD_ROLE = "bild-big"  # BiLD's rows: greedy of --big and BiLD with --little
+MODEL_ROLES = ("en-de", "en-de-attn", "uk-gec", *HEADS_ROLES, BILD_ROLE)
+# Shared-encoder models (issue 15); the names the shipped ones will have.
+DEFAULT_SHARED_DRAFTER = REPO_ROOT / "models" / "en-de-drafter-shared"
+DEFAULT_LITTLE = REPO_ROOT / "models" / "en-de-little"
+
+
+def _existing(path: Path) -> Path | None:
+    return path if path.is_dir() else None
 
 
 def default_heads_model(student: str | None) -> Path | None:
@@ -127,6 +155,7 @@ def make_plan(args) -> planning.Plan:
     from bench.systems import STRATEGIES
 
     return planning.Plan(threads=threads, every_config=args.every_config, quick=args.quick,
+                         draft_policy=not args.no_draft_policy,
                          strategies=_names(args.strategies, STRATEGIES, "--strategies"),
                          precisions=_names(args.precisions, ("int8", "float32"), "--precisions"), **sizes)
 
@@ -165,7 +194,7 @@ class Runner:
 
     def __init__(self, plan, sources_files: dict, timeout: float):
         self.plan, self.sources_files, self.timeout = plan, sources_files, timeout
-        self.rows, self.not_run, self.done = [], [], 0
+        self.rows, self.sweep, self.not_run, self.done = [], [], [], 0
         self.start = time.perf_counter()
 
     def skip(self, what: str, reason: str):
@@ -194,7 +223,7 @@ class Runner:
               + ", ".join(figures) + (f", {result['ct2_log'].get('selected_isa')}" if job.system == "ct2" else ""),
               flush=True)
         if not job.probe:
-            self.rows += results.job_rows(job, result, result.get("ct2_log"))
+            (self.sweep if job.sweep else self.rows).extend(results.job_rows(job, result, result.get("ct2_log")))
         return result
 
 
@@ -250,6 +279,28 @@ def prepare_heads_models(args, skip) -> dict:
     return prepared
 
 
+def prepare_bild_model(args, skip) -> dict:
+    """{BILD_ROLE: entry} when --big and --little can run BiLD together: the big model at
+    the precision it is stored in (the little model reads the encoder of exactly that
+    directory), the little model and its thresholds; else {} and the reason skipped."""
+    if args.little is None:
+        skip("BiLD", f"no little model given (--little; {DEFAULT_LITTLE.relative_to(REPO_ROOT)} does not exist)")
+        return {}
+    reason = models.availability(args.big, arch="transformer") or \
+        models.shared_pairing(args.big, args.little, "transformer", "little model")
+    if reason:
+        skip("BiLD", reason)
+        return {}
+    precision = "int8" if json.loads((Path(args.big) / "config.json").read_text()).get("quantization") else "float32"
+    defaults = models.bild_defaults(args.little)
+    entry = {"dirs": {precision: Path(args.big)}, "notes": {precision: str(args.big)},
+             "shortlist": (Path(args.big) / "shortlist.bin").is_file(), "spm": Path(args.big) / "spm.model",
+             "path": str(args.big), "little": str(args.little), "bild": defaults}
+    print(f"{BILD_ROLE}: {args.big} ({precision}) with little model {args.little}; lossless fallback "
+          f"{defaults['lossless']:g}, lossy {defaults['lossy']} ({defaults['source']})", flush=True)
+    return {BILD_ROLE: entry}
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     args.roles = _names(args.models, MODEL_ROLES, "--models") or MODEL_ROLES
@@ -270,13 +321,15 @@ def main(argv=None) -> dict:
     prepared = prepare_models(args, systems, skip)
     if "heads" in systems:
         prepared.update(prepare_heads_models(args, skip))
+    if "bild" in systems and BILD_ROLE in args.roles:
+        prepared.update(prepare_bild_model(args, skip))
 
     # ---- data: every model's own tokenisation of the test sets
     test_sets, sources_files, source_lengths = {}, {}, {}
     try:
         test_sets["multi30k"] = data.multi30k_test(plan.n)
     except ValueError as err:  # export.data.DataError: missing or malformed shared data
-        for role in ("en-de", "en-de-attn", *HEADS_ROLES):
+        for role in ("en-de", "en-de-attn", *HEADS_ROLES, BILD_ROLE):
             if prepared.pop(role, None):
                 skip(f"every system on {role}", f"Multi30k test set unreadable: {err}")
     if "uk-gec" in prepared:
@@ -309,6 +362,8 @@ def main(argv=None) -> dict:
         if not p["shortlist"]:
             runner.skip(f"pyfastdec {role} with shortlist", f"no shortlist.bin in {p['path']}")
         jobs += planning.pyfastdec_jobs(plan, role, p["dirs"], p["shortlist"], None if reason else str(args.drafter))
+    if "en-de" in prepared and "pyfastdec" in systems:
+        jobs += gad_shared_jobs(runner, plan, prepared["en-de"], args.shared_drafter)
     for role in HEADS_ROLES:
         if role not in prepared:
             continue
@@ -316,6 +371,15 @@ def main(argv=None) -> dict:
         if not p["shortlist"]:
             runner.skip(f"pyfastdec {role} with shortlist", f"no shortlist.bin in {p['path']}")
         jobs += planning.pyfastdec_jobs(plan, role, p["dirs"], p["shortlist"], None, planning.HEADS_STRATEGIES)
+    if BILD_ROLE in prepared:
+        p = prepared[BILD_ROLE]
+        if not p["shortlist"]:
+            runner.skip("BiLD with shortlist", f"no shortlist.bin in {p['path']}")
+        (precision, path), = p["dirs"].items()
+        if plan.precisions is not None and precision not in plan.precisions:
+            runner.skip("BiLD", f"{path} is {precision} (run as stored), and --precisions excludes it")
+        jobs += planning.bild_jobs(plan, BILD_ROLE, precision, path, p["shortlist"], p["little"],
+                                   p["bild"]["lossless"], p["bild"]["lossy"])
     if "uk-gec" in prepared and "gec" in systems:
         p = prepared["uk-gec"]
         if not p["shortlist"]:
@@ -353,44 +417,71 @@ def main(argv=None) -> dict:
     for job in jobs:
         runner.run(job, len(jobs))
 
-    # ---- figures derived from the measurements
-    rows = runner.rows
+    # ---- figures derived from the measurements (the BiLD sweep's rows beside the main
+    # rows, so that its points get quality, ratios and checks against the same greedy rows)
+    rows, sweep = runner.rows, runner.sweep
+    measured = rows + sweep
     references = {name: ts.references for name, ts in test_sets.items()}
     spm_of = {role: p["spm"] for role, p in prepared.items()}
-    results.add_quality(rows, references, lambda model, outs: data.detokenize(outs, spm_of[model]))
+    results.add_quality(measured, references, lambda model, outs: data.detokenize(outs, spm_of[model]))
     baselines = {}
     if "uagec" in test_sets and any(r["dataset"] == "uagec" for r in rows):
         n_gec = max(r["sentences"] for r in rows if r["dataset"] == "uagec")
         baselines["uagec"] = bleu_chrf(test_sets["uagec"].sources[:n_gec], references["uagec"][:n_gec])
-    results.add_identical(rows)
-    results.add_lossless_check(rows)
-    results.add_ratios(rows)
+    results.add_identical(measured)
+    results.add_lossless_check(measured)
+    shared_encoder_report.add_bild_identical(measured)
+    results.add_ratios(measured)
     paths = {role: str(p["path"]) for role, p in prepared.items()}
     behind.add_peer_ratios(rows, {role: other for role, path in paths.items() for other in ("en-de", "en-de-attn")
                                   if role != other and paths.get(other) == path})
     marian.add_marian_ratios(rows)
-    results.add_decoder_loop(rows)
+    results.add_decoder_loop(measured)
     env["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     env["torch_isa"] = next((r["engine"].get("isa") for r in rows if r["system"] == "torch"), None)
     report_data = {
         "started": started, "finished": datetime.datetime.now().isoformat(timespec="seconds"),
         "command": [sys.executable, "-m", "bench.run"] + list(argv if argv is not None else sys.argv[1:]),
         "environment": env, "plan": vars(plan),
+        "drafters": {"gad": str(args.drafter), "gad-shared": str(args.shared_drafter)},
         "models": {role: {"path": p["path"], "precisions": p["notes"], "shortlist": p["shortlist"],
-                          "heads": p.get("heads", 0)} for role, p in prepared.items()},
+                          "heads": p.get("heads", 0), **{k: p[k] for k in ("little", "bild") if k in p}}
+                   for role, p in prepared.items()},
         "ct2_settings": ct2_settings.get("report"), "marian_settings": marian_settings, "noise": results.noise(rows), "baselines": baselines,
-        "not_run": runner.not_run, "rows": rows}
+        "not_run": runner.not_run, "rows": rows, "bild_sweep": sweep}
     made = [plots.quality_vs_latency(rows, out / "quality_vs_latency.png"),
-            plots.speedup_by_length(rows, source_lengths, out / "speedup_by_length.png")]
+            plots.speedup_by_length(rows, source_lengths, out / "speedup_by_length.png"),
+            plots.bild_pareto(shared_encoder_report.bild_sweep_points(measured), out / "bild_pareto.png")]
     report_data["plots"] = [p.name for p in made if p is not None]
     with gzip.open(out / "outputs.json.gz", "wt") as f:
-        json.dump({f"{r['job']} {r['workload']}": data.detokenize(r["_outputs"], spm_of[r["model"]]) for r in rows}, f)
-    saved = dict(report_data, rows=[{k: v for k, v in r.items() if not k.startswith("_")} for r in rows])
+        json.dump({f"{r['job']} {r['workload']}": data.detokenize(r["_outputs"], spm_of[r["model"]])
+                   for r in measured}, f)
+    saved = dict(report_data, rows=[{k: v for k, v in r.items() if not k.startswith("_")} for r in rows],
+                 bild_sweep=[{k: v for k, v in r.items() if not k.startswith("_")} for r in sweep])
     (out / "results.json").write_text(json.dumps(saved, indent=1))
     (out / "report.md").write_text(report.markdown(saved))
     print(f"wrote {out}/report.md, results.json, {', '.join(report_data['plots'])} "
           f"({time.perf_counter() - runner.start:.0f} s)", flush=True)
     return saved
+
+
+def gad_shared_jobs(runner: Runner, plan, p: dict, drafter: Path | None) -> list:
+    """GAD on en-de's int8 directory with a drafter that reads its encoder output (issue
+    15), with the shortlist when en-de has one; none, with the reason, when the drafter is
+    missing or reads another encoder."""
+    what = "pyfastdec en-de GAD with a shared-encoder drafter"
+    if drafter is None:
+        runner.skip(what, f"no shared-encoder drafter given (--shared-drafter; "
+                          f"{DEFAULT_SHARED_DRAFTER.relative_to(REPO_ROOT)} does not exist)")
+        return []
+    if plan.precisions is not None and "int8" not in plan.precisions:
+        runner.skip(what, "int8 only (the drafter reads the int8 verifier's encoder), and --precisions excludes it")
+        return []
+    reason = models.shared_pairing(p["dirs"]["int8"], drafter, "nat-drafter", "drafter")
+    if reason:
+        runner.skip(what, reason)
+        return []
+    return planning.gad_shared_jobs(plan, "en-de", p["dirs"]["int8"], p["shortlist"], str(drafter))
 
 
 def marian_peer_jobs(runner: Runner, plan, prepared: dict, jobs: list) -> dict | None:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from bench.vmap import VMAP_FILE
 
-STRATEGIES = ("greedy", "beam5", "gad", "gad++", "iad", "blockwise", "blockwise-all")
+STRATEGIES = ("greedy", "beam5", "gad", "gad-shared", "gad++", "iad", "blockwise", "blockwise-all", "bild",
+              "bild-lossy")
 GADPP_BETA, GADPP_TAU = 3, 1.0  # GAD++ quality setting of Xia et al. (2022)
 BEAM = 5
 
@@ -34,14 +35,19 @@ def _add_stats(counters: dict, stats) -> None:
         counters[name] = counters.get(name, 0.0) + getattr(stats, name)
 
 
-def _strategy(name: str, backend, drafter):
+def _strategy(name: str, backend, drafter, spec=None):
     from pyfastdec.decoding import beam_search, blockwise, gad, gad_plus, greedy, iad
+    from pyfastdec.decoding.bild import bild
     from pyfastdec.decoding.draft_length import AdaptiveDraftLength
+    from pyfastdec.decoding.draft_or_plain import DraftOrPlain
     from pyfastdec.decoding.source_draft_length import SourceDraftLength
 
     # As pyfastdec.Translator runs GAD: one draft-length policy for the whole run, so
-    # the costs it measures on early batches steer the later ones.
-    policy = AdaptiveDraftLength(drafter.block_size) if drafter is not None else None
+    # the costs it measures on early batches steer the later ones. draft_policy False
+    # (bench.run --no-draft-policy): GAD and BiLD draft every iteration.
+    use_policy = (spec or {}).get("draft_policy", True)
+    policy = AdaptiveDraftLength(drafter.block_size) if use_policy and drafter is not None \
+        and drafter.arch == "nat-drafter" else None
 
     if name == "greedy":
         return lambda batch: greedy(backend, batch)
@@ -50,8 +56,13 @@ def _strategy(name: str, backend, drafter):
             hyps, stats = beam_search(backend, batch, beam_size=BEAM, nbest=1)
             return [h[0].tokens for h in hyps], stats
         return beam
-    if name == "gad":
+    if name in ("gad", "gad-shared"):  # gad-shared: the drafter reads the verifier's memory (gad.py)
         return lambda batch: gad(backend, drafter, batch, policy=policy)
+    if name in ("bild", "bild-lossy"):
+        # As Translator runs BiLD: one draft-or-plain policy for the whole run.
+        bild_policy = DraftOrPlain() if use_policy else None
+        fallback, rollback = float(spec["fallback"]), float(spec["rollback"])
+        return lambda batch: bild(backend, drafter, batch, fallback=fallback, rollback=rollback, policy=bild_policy)
     if name == "gad++":
         return lambda batch: gad_plus(backend, drafter, batch, beta=GADPP_BETA, tau=GADPP_TAU, policy=policy)
     if name == "iad":
@@ -73,7 +84,7 @@ def _strategy(name: str, backend, drafter):
 
 def _strategy_runner(backend, spec, drafter=None, info=None) -> Runner:
     runner = Runner(decode=None, info=info or {})
-    run = _strategy(spec["strategy"], backend, drafter)
+    run = _strategy(spec["strategy"], backend, drafter, spec)
 
     def decode(batch):
         outs, stats = run(batch)
@@ -93,9 +104,16 @@ def load_pyfastdec(spec) -> Runner:
     if spec["strategy"].startswith("blockwise") and not backend.proposal_heads:
         raise ValueError(f"{spec['path']}: no proposal heads (config.json field 'heads')")
     drafter = None
-    if spec["strategy"] in ("gad", "gad++"):
-        # The drafter uses its own shortlist.bin (if any) whenever the verifier uses one.
+    if spec["strategy"] in ("gad", "gad++", "gad-shared"):
+        # The drafter uses its own shortlist.bin (if any) whenever the verifier uses one; a
+        # shared-encoder drafter uses the verifier's (attach carries it).
         drafter = NativeBackend(spec["drafter"], threads=spec["threads"], shortlist=spec["shortlist"])
+        if drafter.shares_encoder != (spec["strategy"] == "gad-shared"):
+            raise ValueError(f"{spec['drafter']}: {spec['strategy']} needs a drafter "
+                             f"{'without' if spec['strategy'] == 'gad-shared' else 'with'} an encoder of its own "
+                             f"(config.json encoder.shared)")
+    if spec["strategy"] in ("bild", "bild-lossy"):
+        drafter = NativeBackend(spec["little"], threads=spec["threads"], shortlist=False)  # attach: big's lists
     info = {"isa": pyfastdec.cpu_info()["isa"], "kernels": pyfastdec.cpu_info()["kernels"],
             "version": pyfastdec.__version__}
     return _strategy_runner(backend, spec, drafter, info)

@@ -32,7 +32,7 @@ from pyfastdec.backends.native import NativeBackend
 from pyfastdec.copy_through import CopyThrough, SourcePieces
 from pyfastdec.decoding import DecodeStats, beam_search, blockwise, default_max_len, gad, gad_plus, greedy, iad
 from pyfastdec.decoding.beam import RULES as BEAM_RULES
-from pyfastdec.decoding.bild import DEFAULT_FALLBACK, MAX_ROLLBACK, bild
+from pyfastdec.decoding.bild import DEFAULT_FALLBACK, DEFAULT_ROLLBACK, MAX_ROLLBACK, bild
 from pyfastdec.decoding.draft_or_plain import DraftOrPlain
 from pyfastdec.decoding.draft_length import AdaptiveDraftLength, DraftLengthPolicy
 from pyfastdec.decoding.prefix import PrefixedBackend, PrefixSource
@@ -502,7 +502,7 @@ class Translator:
             rollback, default = 0.0, own.get("fallback", DEFAULT_FALLBACK)
         else:
             default = own.get("lossy_fallback", DEFAULT_FALLBACK)
-            rollback = own.get("rollback", 1.0) if rollback is None else rollback
+            rollback = own.get("rollback", DEFAULT_ROLLBACK) if rollback is None else rollback
         fallback = default if fallback is None else fallback
         for name, value, top in (("fallback", fallback, 1.0), ("rollback", rollback, MAX_ROLLBACK)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= top:

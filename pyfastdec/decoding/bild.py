@@ -41,6 +41,7 @@ from .result import DecodeStats
 
 MAX_ROLLBACK = math.log(64)  # the engine's largest top-k
 DEFAULT_FALLBACK = 0.5
+DEFAULT_ROLLBACK = 1.0  # nats; lossy BiLD's rollback when the little model's config.json gives none
 DEFAULT_MAX_DRAFT = 10
 _TOP1 = Want(argmax=False, topk=1)
 
