@@ -90,10 +90,11 @@ def parse_args(argv):
     ap.add_argument("--en-de", type=Path, default=REPO_ROOT / "models" / "en-de", help="SSRU student")
     ap.add_argument("--en-de-attn", type=Path, default=REPO_ROOT / "models" / "en-de-attn",
                     help="attention student (also the peers' model)")
-    ap.add_argument("--drafter", type=Path, default=REPO_ROOT / "models" / "en-de-drafter", help="GAD drafter")
+    ap.add_argument("--drafter", type=Path, default=REPO_ROOT / "models" / "en-de-drafter-separate",
+                    help="GAD drafter with its own encoder (strategies gad, gad++ on both students)")
     ap.add_argument("--shared-drafter", type=Path, default=_existing(DEFAULT_SHARED_DRAFTER),
                     help="GAD drafter without an encoder, reading --en-de's int8 encoder output (strategy "
-                         "gad-shared; default: models/en-de-drafter-shared if it exists, else not run)")
+                         "gad-shared; default: models/en-de-drafter, the packaged drafter, if it exists)")
     ap.add_argument("--big", type=Path, default=REPO_ROOT / "models" / "en-de-attn",
                     help="BiLD's big model (run at the precision it is stored in)")
     ap.add_argument("--little", type=Path, default=_existing(DEFAULT_LITTLE),
@@ -115,7 +116,7 @@ HEADS_ROLES = {"en-de-heads": "en_de_heads", "en-de-attn-heads": "en_de_attn_hea
 BILD_ROLE = "bild-big"  # BiLD's rows: greedy of --big and BiLD with --little
 MODEL_ROLES = ("en-de", "en-de-attn", "uk-gec", *HEADS_ROLES, BILD_ROLE)
 # Shared-encoder models (issue 15); the names the shipped ones will have.
-DEFAULT_SHARED_DRAFTER = REPO_ROOT / "models" / "en-de-drafter-shared"
+DEFAULT_SHARED_DRAFTER = REPO_ROOT / "models" / "en-de-drafter"
 DEFAULT_LITTLE = REPO_ROOT / "models" / "en-de-little"
 
 

@@ -16,7 +16,8 @@ from pyfastdec.backends.native import NativeBackend
 from pyfastdec.shortlist import Shortlist
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
-SHIPPED = [m for m in ("en-de", "en-de-attn", "en-de-drafter") if (MODELS / m / "shortlist.bin").is_file()]
+SHIPPED = [m for m in ("en-de", "en-de-attn", "en-de-drafter", "en-de-drafter-separate")
+           if (MODELS / m / "shortlist.bin").is_file()]
 
 
 def native(sl: Shortlist):
