@@ -179,6 +179,25 @@ def test_the_little_model_drafts_as_from_a_fresh_state(little_pairs, which, monk
     assert (batched.drafted, batched.accepted) == (sum(s.drafted for s in one), sum(s.accepted for s in one))
 
 
+class PlainFirst(DraftOrPlain):
+    """Plain big-model steps first (some rows finish in them), then drafting only: the
+    little model's state is made late, for the rows still live, and catches up on all
+    they have produced."""
+
+    def plain_steps(self) -> int:
+        self.chosen.append("plain" if not self.chosen else "draft")
+        return 4 if len(self.chosen) == 1 else 0
+
+
+@pytest.mark.parametrize("which", ["torch", "int8"])
+def test_bild_starts_the_little_model_late_for_the_rows_still_live(little_pairs, which):
+    big, little = little_pairs[which]
+    expected, _ = greedy(big, SOURCES)
+    assert any(len(o) < 4 for o in expected)  # some rows end inside the plain run
+    outs, stats = bild(big, little, SOURCES, fallback=0.3, policy=PlainFirst())
+    assert outs == expected and 0 < stats.accepted < stats.drafted
+
+
 def test_bild_native_float32_accepts_what_torch_accepts(little_pairs):
     got = {w: bild(*little_pairs[w], SOURCES, fallback=0.3)[1] for w in ("torch", "native")}
     assert got["torch"].accepted == got["native"].accepted > 0

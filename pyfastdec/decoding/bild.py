@@ -73,16 +73,27 @@ class _LittleDrafts:
                  policy: DraftOrPlain | None):
         self.little, self.max_draft, self.stats, self.policy = little, max_draft, stats, policy
         self.min_logprob = math.log(fallback) if fallback > 0 else -math.inf
+        self.rows = rows
         self.bos, self.eos, self.pad = (little.tokens[t] for t in ("bos", "eos", "pad"))
-        self.state = None
+        self.state = None  # made when the first draft is asked for (a batch never drafted costs no attach)
+        self.host = None  # (big backend, its memory of all rows), until then
+        self.live = np.arange(rows)  # input index of each live row
         self.held = np.zeros(rows, dtype=np.int64)
         self.after_catch_up = self.fed = self.held  # per row, set by propose
         self.stale = False  # the state holds positions past `held`
         self.started = 0.0  # when the current iteration's drafting began
 
     def verifier_encoded(self, verifier: Backend, memory) -> None:
+        self.host = (verifier, memory)
+
+    def _start(self) -> None:
+        """The little model's state over the live rows (none of their output fed yet)."""
+        verifier, memory = self.host
         with self.stats.timing("drafter"):
+            if len(self.live) < self.rows:  # rows finished in plain runs before the first draft
+                memory = verifier.select(memory, self.live)
             self.state = self.little.start(self.little.attach(memory))
+        self.host = None
 
     def plain_steps(self) -> int:
         if self.policy is None:
@@ -95,6 +106,8 @@ class _LittleDrafts:
 
     def propose(self, prefixes: list[list[int]]) -> list[list[int]]:
         self.started = started = time.perf_counter()
+        if self.state is None:
+            self._start()
         little, held = self.little, self.held.tolist()
         if self.stale:
             self.state = little.truncate(self.state, self.held)
@@ -155,9 +168,10 @@ class _LittleDrafts:
                                 time.perf_counter() - self.started)
 
     def keep(self, rows: np.ndarray) -> None:
-        with self.stats.timing("drafter"):
-            self.state = self.little.select(self.state, rows)
-        self.held = self.held[rows]
+        if self.state is not None:
+            with self.stats.timing("drafter"):
+                self.state = self.little.select(self.state, rows)
+        self.held, self.live = self.held[rows], self.live[rows]
 
 
 def check_little(big: Backend, little: Backend) -> None:
