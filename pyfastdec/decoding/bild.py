@@ -82,6 +82,7 @@ class _LittleDrafts:
         self.after_catch_up = self.fed = self.held  # per row, set by propose
         self.stale = False  # the state holds positions past `held`
         self.started = 0.0  # when the current iteration's drafting began
+        self.steady = False  # that iteration drafted as a drafting run does (no attach, short catch-up)
 
     def verifier_encoded(self, verifier: Backend, memory) -> None:
         self.host = (verifier, memory)
@@ -106,6 +107,7 @@ class _LittleDrafts:
 
     def propose(self, prefixes: list[list[int]]) -> list[list[int]]:
         self.started = started = time.perf_counter()
+        self.steady = self.state is not None
         if self.state is None:
             self._start()
         little, held = self.little, self.held.tolist()
@@ -115,6 +117,7 @@ class _LittleDrafts:
         pending = [[self.bos] + p if h == 0 else p[h - 1:] for p, h in zip(prefixes, held)]
         widths = [len(t) for t in pending]
         width = max(widths)
+        self.steady = self.steady and width <= 2  # 2: a fully accepted draft's last token and the big model's
         tokens = np.full((len(pending), width), self.pad, dtype=np.int64)
         for r, t in enumerate(pending):
             tokens[r, :len(t)] = t
@@ -163,7 +166,7 @@ class _LittleDrafts:
     def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float, out) -> None:
         # Valid little positions: the catch-up, then the fed draft tokens the big model kept.
         self.held = self.after_catch_up + np.minimum(accepted, self.fed)
-        if self.policy is not None:
+        if self.policy is not None and self.steady:
             self.policy.drafted(len(accepted), int(accepted.sum()) + len(accepted),
                                 time.perf_counter() - self.started)
 

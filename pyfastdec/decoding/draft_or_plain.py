@@ -10,19 +10,29 @@ plain_steps(): 0 (draft this iteration) or a run of plain greedy steps.
 Costs are kept per batch-size bucket (1, 2-3, 4-7, ...: a Translator sees both batch 1
 and large batches, whose costs differ by an order of magnitude), as exponential moving
 averages; the first iterations of a bucket try drafting, then one plain run, and the
-slower mode is probed again now and then so a changed machine load is noticed. Outputs
-never depend on the choice: drafts are verified against the big model either way.
+slower mode is probed again now and then so a changed machine load is noticed. A probe
+of drafting lasts PROBE_DRAFTS iterations: the first one after plain steps pays a
+switching cost (the little model catches up on every token the plain steps produced,
+and at a call's first draft it attaches to the encoder output), which the caller leaves
+out of the measured drafting cost (drafted(steady=False)); what is compared is drafting
+as it runs once it runs. Outputs never depend on the choice: drafts are verified
+against the big model either way.
 """
 from __future__ import annotations
 
 
 class _Bucket:
-    __slots__ = ("draft", "plain", "drafts", "plains", "since_probe")
+    __slots__ = ("seconds", "tokens", "drafts", "plains", "since_probe", "probing")
 
     def __init__(self):
-        self.draft = self.plain = 0.0  # seconds per row-token (EMA); valid once counted
+        # Per mode: moving averages of the seconds and of the row-tokens of a measurement;
+        # their ratio is the cost per token (a mean of per-iteration ratios would be
+        # dominated by iterations whose first drafted token was rejected).
+        self.seconds = {"draft": 0.0, "plain": 0.0}
+        self.tokens = {"draft": 0.0, "plain": 0.0}
         self.drafts = self.plains = 0
         self.since_probe = 0
+        self.probing = 0  # drafting decisions left in the current probe
 
 
 class DraftOrPlain:
@@ -31,6 +41,7 @@ class DraftOrPlain:
     measurement."""
 
     EXPLORE_DRAFTS = 2  # drafting iterations measured before the first plain run
+    PROBE_DRAFTS = 3  # drafting decisions per probe: the first pays the switch, the rest are measured
 
     def __init__(self, run: int = 8, probe_every: int = 16, smoothing: float = 0.2):
         if run < 1 or probe_every < 1 or not 0 < smoothing <= 1:
@@ -53,11 +64,16 @@ class DraftOrPlain:
             choice = "draft"
         elif b.plains == 0:
             choice = "plain"
+        elif b.probing > 0:
+            b.probing -= 1
+            choice = "draft"
         else:
-            cheaper = "plain" if b.plain < b.draft else "draft"
+            cheaper = "plain" if self.cost(b, "plain") < self.cost(b, "draft") else "draft"
             b.since_probe += 1
             if b.since_probe >= self.probe_every:
                 b.since_probe, choice = 0, ("draft" if cheaper == "plain" else "plain")
+                if choice == "draft":
+                    b.probing = self.PROBE_DRAFTS - 1
             else:
                 choice = cheaper
         self.chosen.append(choice)
@@ -65,18 +81,24 @@ class DraftOrPlain:
             del self.chosen[:10_000]
         return self.run if choice == "plain" else 0
 
-    def _add(self, b: _Bucket, kind: str, per_token: float) -> None:
+    @staticmethod
+    def cost(b: _Bucket, kind: str) -> float:
+        """Seconds per row-token of a mode in a bucket (its moving averages' ratio)."""
+        return b.seconds[kind] / max(b.tokens[kind], 1e-12)
+
+    def _add(self, b: _Bucket, kind: str, seconds: float, tokens: float) -> None:
         count = getattr(b, kind + "s")
-        old = getattr(b, kind)
-        setattr(b, kind, per_token if count == 0 else old + self.smoothing * (per_token - old))
+        weight = 1.0 if count == 0 else self.smoothing
+        b.seconds[kind] += weight * (seconds - b.seconds[kind])
+        b.tokens[kind] += weight * (tokens - b.tokens[kind])
         setattr(b, kind + "s", count + 1)
 
     def drafted(self, rows: int, tokens: int, seconds: float) -> None:
         """A drafting iteration: little steps plus verification took `seconds` and gave
         `tokens` output tokens over `rows` rows."""
         if tokens > 0:
-            self._add(self._bucket(rows), "draft", seconds / tokens)
+            self._add(self._bucket(rows), "draft", seconds, tokens)
 
     def plain_ran(self, rows: int, steps: int, seconds: float) -> None:
         if steps > 0:
-            self._add(self._bucket(rows), "plain", seconds / (rows * steps))
+            self._add(self._bucket(rows), "plain", seconds, rows * steps)

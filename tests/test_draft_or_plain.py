@@ -1,0 +1,62 @@
+"""DraftOrPlain (decoding/draft_or_plain.py), the draft-or-plain cost policy of BiLD, on
+hand-made measurements: it explores drafting then a plain run, keeps the cheaper mode,
+probes the other every probe_every decisions (a drafting probe lasting PROBE_DRAFTS
+decisions), keeps costs per batch-size bucket, and compares costs as ratios of averaged
+seconds and tokens (one drafting iteration rejected at its first token must not make
+drafting look twice as dear as it runs)."""
+from __future__ import annotations
+
+import pytest
+
+from pyfastdec.decoding.draft_or_plain import DraftOrPlain
+
+
+def decide(policy: DraftOrPlain, rows: int = 1) -> str:
+    policy.set_rows(rows)
+    return "plain" if policy.plain_steps() else "draft"
+
+
+def test_explores_then_keeps_the_cheaper_mode_and_probes_the_other():
+    policy = DraftOrPlain(run=8, probe_every=4)
+    assert [decide(policy) for _ in range(2)] == ["draft", "draft"]  # nothing measured yet
+    policy.drafted(1, 4, 400e-6)
+    policy.drafted(1, 4, 400e-6)  # drafting: 100 us per token
+    assert decide(policy) == "plain"  # one plain run to measure it
+    policy.plain_ran(1, 8, 8 * 50e-6)  # plain: 50 us per token
+    choices = [decide(policy) for _ in range(12)]
+    # plain is cheaper; every 4th decision in plain probes drafting, for PROBE_DRAFTS (3) decisions
+    assert DraftOrPlain.PROBE_DRAFTS == 3
+    assert choices == (["plain"] * 3 + ["draft"] * 3) * 2
+    policy.drafted(1, 8, 8 * 20e-6)
+    for _ in range(20):
+        policy.drafted(1, 5, 5 * 20e-6)  # drafting became cheap: it takes over
+    assert [decide(policy) for _ in range(3)] == ["draft"] * 3
+
+
+def test_costs_are_ratios_of_averages_not_averages_of_ratios():
+    policy = DraftOrPlain(smoothing=0.5)
+    bucket = policy._bucket(1)
+    # Alternating iterations: 6 tokens in 240 us, then 1 token (first draft rejected) in 120 us:
+    # 360 us per 7 tokens = 51 us per token; the mean of the ratios would be 80 us.
+    for _ in range(10):
+        policy.drafted(1, 6, 240e-6)
+        policy.drafted(1, 1, 120e-6)
+    assert DraftOrPlain.cost(bucket, "draft") == pytest.approx(360e-6 / 7, rel=0.25)
+    assert DraftOrPlain.cost(bucket, "draft") < 60e-6
+
+
+def test_batch_sizes_keep_their_own_costs():
+    policy = DraftOrPlain()
+    for rows, draft_us, plain_us in ((1, 30e-6, 50e-6), (32, 40e-6, 10e-6)):
+        for _ in range(3):
+            policy.drafted(rows, rows * 4, rows * 4 * draft_us)
+        policy.plain_ran(rows, 8, rows * 8 * plain_us)
+    assert decide(policy, rows=1) == "draft"  # batch 1: drafting pays
+    assert decide(policy, rows=32) == "plain"  # batch 32: it does not
+    assert decide(policy, rows=20) == "draft"  # 16-31 rows: a bucket not measured yet explores
+
+
+def test_rejects_bad_settings():
+    for kw in ({"run": 0}, {"probe_every": 0}, {"smoothing": 0.0}, {"smoothing": 1.5}):
+        with pytest.raises(ValueError, match="DraftOrPlain"):
+            DraftOrPlain(**kw)
