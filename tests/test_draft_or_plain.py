@@ -1,7 +1,8 @@
 """DraftOrPlain (decoding/draft_or_plain.py), the draft-or-plain cost policy of BiLD, on
 hand-made measurements: it explores drafting then a plain run, keeps the cheaper mode,
-probes the other every probe_every decisions (a drafting probe lasting PROBE_DRAFTS
-decisions), keeps costs per batch-size bucket, and compares costs as ratios of averaged
+probes the other after probe_every decisions (a drafting probe lasting PROBE_DRAFTS
+decisions; twice as late after a probe that changed nothing), keeps costs per batch-size
+bucket, and compares costs as ratios of averaged
 seconds and tokens (one drafting iteration rejected at its first token must not make
 drafting look twice as dear as it runs)."""
 from __future__ import annotations
@@ -23,10 +24,11 @@ def test_explores_then_keeps_the_cheaper_mode_and_probes_the_other():
     policy.drafted(1, 4, 400e-6)  # drafting: 100 us per token
     assert decide(policy) == "plain"  # one plain run to measure it
     policy.plain_ran(1, 8, 8 * 50e-6)  # plain: 50 us per token
-    choices = [decide(policy) for _ in range(12)]
-    # plain is cheaper; every 4th decision in plain probes drafting, for PROBE_DRAFTS (3) decisions
+    choices = [decide(policy) for _ in range(16)]
+    # plain is cheaper; the 4th decision probes drafting, for PROBE_DRAFTS (3) decisions; that
+    # probe changed nothing, so the next comes twice as late (8 decisions)
     assert DraftOrPlain.PROBE_DRAFTS == 3
-    assert choices == (["plain"] * 3 + ["draft"] * 3) * 2
+    assert choices == ["plain"] * 3 + ["draft"] * 3 + ["plain"] * 7 + ["draft"] * 3
     policy.drafted(1, 8, 8 * 20e-6)
     for _ in range(20):
         policy.drafted(1, 5, 5 * 20e-6)  # drafting became cheap: it takes over

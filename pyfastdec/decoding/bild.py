@@ -83,6 +83,7 @@ class _LittleDrafts:
         self.stale = False  # the state holds positions past `held`
         self.started = 0.0  # when the current iteration's drafting began
         self.steady = False  # that iteration drafted as a drafting run does (no attach, short catch-up)
+        self.measured = None  # (rows, tokens) of that iteration, timed when the next one starts
 
     def verifier_encoded(self, verifier: Backend, memory) -> None:
         self.host = (verifier, memory)
@@ -99,6 +100,10 @@ class _LittleDrafts:
     def plain_steps(self) -> int:
         if self.policy is None:
             return 0
+        if self.measured is not None:  # the last drafting iteration ends here: all of it is its cost
+            rows, tokens = self.measured
+            self.policy.drafted(rows, tokens, time.perf_counter() - self.started)
+            self.measured = None
         self.policy.set_rows(len(self.held))
         return self.policy.plain_steps()
 
@@ -167,8 +172,7 @@ class _LittleDrafts:
         # Valid little positions: the catch-up, then the fed draft tokens the big model kept.
         self.held = self.after_catch_up + np.minimum(accepted, self.fed)
         if self.policy is not None and self.steady:
-            self.policy.drafted(len(accepted), int(accepted.sum()) + len(accepted),
-                                time.perf_counter() - self.started)
+            self.measured = (len(accepted), int(accepted.sum()) + len(accepted))
 
     def keep(self, rows: np.ndarray) -> None:
         if self.state is not None:

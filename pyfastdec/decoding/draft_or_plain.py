@@ -10,7 +10,10 @@ plain_steps(): 0 (draft this iteration) or a run of plain greedy steps.
 Costs are kept per batch-size bucket (1, 2-3, 4-7, ...: a Translator sees both batch 1
 and large batches, whose costs differ by an order of magnitude), as exponential moving
 averages; the first iterations of a bucket try drafting, then one plain run, and the
-slower mode is probed again now and then so a changed machine load is noticed. A probe
+slower mode is probed again now and then so a changed machine load is noticed (every
+probe_every decisions, twice as far apart after each probe that changed nothing, up to
+MAX_INTERVAL: a probe of the dearer mode costs, at batch 32 drafting costs twice what
+plain steps do). A probe
 of drafting lasts PROBE_DRAFTS iterations: the first one after plain steps pays a
 switching cost (the little model catches up on every token the plain steps produced,
 and at a call's first draft it attaches to the encoder output), which the caller leaves
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 
 class _Bucket:
-    __slots__ = ("seconds", "tokens", "drafts", "plains", "since_probe", "probing")
+    __slots__ = ("seconds", "tokens", "drafts", "plains", "since_probe", "probing", "interval", "probed_from")
 
     def __init__(self):
         # Per mode: moving averages of the seconds and of the row-tokens of a measurement;
@@ -33,6 +36,8 @@ class _Bucket:
         self.drafts = self.plains = 0
         self.since_probe = 0
         self.probing = 0  # drafting decisions left in the current probe
+        self.interval = 0  # decisions between probes (set by the policy; doubles while probes change nothing)
+        self.probed_from = ""  # the cheaper mode when the last probe began
 
 
 class DraftOrPlain:
@@ -51,8 +56,14 @@ class DraftOrPlain:
         self.rows = 1
         self.chosen: list[str] = []  # recent decisions ("draft" / "plain"), for statistics and tests
 
+    MAX_INTERVAL = 1024  # decisions between probes at most
+
     def _bucket(self, rows: int) -> _Bucket:
-        return self.buckets.setdefault(max(rows, 1).bit_length(), _Bucket())
+        b = self.buckets.get(max(rows, 1).bit_length())
+        if b is None:
+            b = self.buckets[max(rows, 1).bit_length()] = _Bucket()
+            b.interval = self.probe_every
+        return b
 
     def set_rows(self, rows: int) -> None:
         """The live rows of the next decision."""
@@ -69,9 +80,12 @@ class DraftOrPlain:
             choice = "draft"
         else:
             cheaper = "plain" if self.cost(b, "plain") < self.cost(b, "draft") else "draft"
+            if b.probed_from:  # a probe just ended: a probe that changed nothing makes the next one later
+                b.interval = min(2 * b.interval, self.MAX_INTERVAL) if cheaper == b.probed_from else self.probe_every
+                b.probed_from = ""
             b.since_probe += 1
-            if b.since_probe >= self.probe_every:
-                b.since_probe, choice = 0, ("draft" if cheaper == "plain" else "plain")
+            if b.since_probe >= b.interval:
+                b.since_probe, choice, b.probed_from = 0, ("draft" if cheaper == "plain" else "plain"), cheaper
                 if choice == "draft":
                     b.probing = self.PROBE_DRAFTS - 1
             else:
