@@ -88,7 +88,7 @@ def group_sets(model: Seq2Seq) -> list[GroupSet]:
     cfg = model.cfg
     d, hd = cfg.d_model, cfg.head_dim
     sets = []
-    for i, layer in enumerate(model.encoder.layers):
+    for i, layer in enumerate(model.encoder.layers if model.encoder is not None else []):  # None: shared
         h = layer.self_attn.heads
         sets.append(GroupSet("enc_heads", "encoder", i, h, 4 * hd * d + 3 * hd, (layer.self_attn,)))
         sets.append(GroupSet("enc_ffn", "encoder", i, cfg.encoder_layers[i].ffn, 2 * d + 1, (layer.ffn,)))

@@ -59,7 +59,7 @@ from .train_heads import decode_greedy, source_ids
 from .train_joint import log, record_settings
 from .writer import read_model_dir, write_model_dir
 
-SETTINGS = ("kind", "host", "init", "layers", "sources", "limit", "held_out", "block_sizes", "lr", "warmup",
+SETTINGS = ("kind", "host", "init", "layers", "shape", "sources", "limit", "held_out", "block_sizes", "lr", "warmup",
             "batch_tokens", "dropout", "label_smoothing", "seed")
 
 
@@ -92,6 +92,23 @@ def build_student(kind: str, host: Seq2Seq, init: Seq2Seq, layers: list[int], bl
     state.update({k: v for k, v in source.items() if k.startswith("decoder.final_ln.")})
     student.load_state_dict(state)
     return student.attach_host(host)
+
+
+def slimmed(student: Seq2Seq, shape: str) -> Seq2Seq:
+    """The student with at most HEADS heads and FFN units per decoder layer (shape
+    "HEADS,FFN"; 0: keep all), the groups with the largest parameter norms kept
+    (export.prune_groups): a little model streams fewer weight bytes per step, which at
+    batch 1 is what a step costs."""
+    from .prune_groups import group_sets, slice_model
+
+    heads, ffn = (int(v) for v in shape.split(","))
+    removed = {}
+    for gs in group_sets(student):
+        want = heads if gs.kind == "dec_heads" else ffn
+        if want and want < gs.count:
+            removed[gs.name] = gs.norms().argsort(descending=True)[want:].tolist()
+    host = student.host
+    return slice_model(student, removed).attach_host(host) if removed else student
 
 
 def trainable(model: Seq2Seq) -> list[torch.nn.Parameter]:
@@ -223,6 +240,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, type=Path, help="model directory to write")
     ap.add_argument("--init", type=Path, help="drafter: a NAT drafter directory whose decoder is the start (required)")
     ap.add_argument("--layers", default="0", help="little: the host's decoder layers to start from (e.g. 0 or 0,1)")
+    ap.add_argument("--shape", default="0,0", help="little: HEADS,FFN at most per decoder layer, the host layer's "
+                    "strongest heads and FFN units kept (0: all)")
     ap.add_argument("--minutes", type=float, default=30.0, help="training budget, all runs of this --run together")
     ap.add_argument("--block-sizes", default="4,6,8,10", help="drafter: block sizes, one drawn per batch")
     ap.add_argument("--block-size", type=int, default=8, help="drafter: block_size written in config.json")
@@ -265,6 +284,8 @@ def run(args) -> int:
         raise ValueError(f"--layers {args.layers}: the host has decoder layers 0..{len(host.cfg.decoder_layers) - 1}")
     int8 = host.cfg.quantization is not None
     student = build_student(args.kind, host, init, layers, args.block_size, args.dropout)
+    if args.kind == "little":
+        student = slimmed(student, args.shape)
     args.run.mkdir(parents=True, exist_ok=True)
     settings = {k: getattr(args, k) for k in SETTINGS if k not in ("host", "init", "sources")}
     settings.update(host=str(args.host.resolve()), init=str(args.init.resolve()) if args.init else None,

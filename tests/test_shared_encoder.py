@@ -330,3 +330,28 @@ def test_config_fields_of_shared_encoders_are_checked(little_pairs, tmp_path):
     assert NativeBackend(good, threads=1).config.bild == {"fallback": 0.4, "lossy_fallback": 0.3, "rollback": 1.5}
     with pytest.raises(ModelDirError, match="no encoder of its own"):
         Translator(path)  # a little model is not a model to translate with
+
+
+def test_a_slimmed_little_model_keeps_its_strongest_heads_and_units():
+    """export.train_shared --shape HEADS,FFN: the host layer's largest-norm heads and FFN
+    units, the rest of the layer as it was, still attached to the host."""
+    import torch
+
+    from export.prune_groups import group_sets
+    from export.train_shared import slimmed
+
+    little = trained_shared("little", "ssru")  # an attention layer of 4 heads, FFN 16
+    assert (little.cfg.decoder_layers[0].heads, little.cfg.decoder_layers[0].ffn) == (4, 16)
+    sets = {gs.kind: gs for gs in group_sets(little)}
+    heads = sets["dec_heads"].norms().argsort(descending=True)[:2].sort().values
+    units = sets["dec_ffn"].norms().argsort(descending=True)[:8].sort().values
+    slim = slimmed(little, "2,8")
+    assert (slim.cfg.decoder_layers[0].heads, slim.cfg.decoder_layers[0].ffn) == (2, 8) and slim.host is little.host
+    hd = little.cfg.head_dim
+    rows = (heads[:, None] * hd + torch.arange(hd)).flatten()
+    old, new = little.decoder.layers[0], slim.decoder.layers[0]
+    assert torch.equal(new.cross_attn.q.weight, old.cross_attn.q.weight[rows])
+    assert torch.equal(new.self_attn.o.weight, old.self_attn.o.weight[:, rows])
+    assert torch.equal(new.ffn.fc1.weight, old.ffn.fc1.weight[units])
+    assert torch.equal(new.ln_cross.weight, old.ln_cross.weight)
+    assert slimmed(little, "0,0") is little
