@@ -17,11 +17,18 @@ def decide(policy: DraftOrPlain, rows: int = 1) -> str:
     return "plain" if policy.plain_steps() else "draft"
 
 
+def explore(policy: DraftOrPlain, rows: int, tokens: int, seconds: float) -> None:
+    """A bucket's first drafting measurement (a warm-up, left out), then EXPLORE_DRAFTS."""
+    for _ in range(1 + DraftOrPlain.EXPLORE_DRAFTS):
+        policy.drafted(rows, tokens, seconds)
+
+
 def test_explores_then_keeps_the_cheaper_mode_and_probes_the_other():
     policy = DraftOrPlain(run=8, probe_every=4)
     assert [decide(policy) for _ in range(2)] == ["draft", "draft"]  # nothing measured yet
-    policy.drafted(1, 4, 400e-6)
-    policy.drafted(1, 4, 400e-6)  # drafting: 100 us per token
+    policy.drafted(1, 4, 4000e-6)  # the warm-up: one-time costs, left out
+    assert decide(policy) == "draft" and DraftOrPlain.cost(policy._bucket(1), "draft") == 0.0
+    explore(policy, 1, 4, 400e-6)  # drafting: 100 us per token
     assert decide(policy) == "plain"  # one plain run to measure it
     policy.plain_ran(1, 8, 8 * 50e-6)  # plain: 50 us per token
     choices = [decide(policy) for _ in range(16)]
@@ -38,6 +45,7 @@ def test_explores_then_keeps_the_cheaper_mode_and_probes_the_other():
 def test_costs_are_ratios_of_averages_not_averages_of_ratios():
     policy = DraftOrPlain(smoothing=0.5)
     bucket = policy._bucket(1)
+    policy.drafted(1, 1, 1.0)  # the warm-up, left out
     # Alternating iterations: 6 tokens in 240 us, then 1 token (first draft rejected) in 120 us:
     # 360 us per 7 tokens = 51 us per token; the mean of the ratios would be 80 us.
     for _ in range(10):
@@ -50,8 +58,7 @@ def test_costs_are_ratios_of_averages_not_averages_of_ratios():
 def test_batch_sizes_keep_their_own_costs():
     policy = DraftOrPlain()
     for rows, draft_us, plain_us in ((1, 30e-6, 50e-6), (32, 40e-6, 10e-6)):
-        for _ in range(3):
-            policy.drafted(rows, rows * 4, rows * 4 * draft_us)
+        explore(policy, rows, rows * 4, rows * 4 * draft_us)
         policy.plain_ran(rows, 8, rows * 8 * plain_us)
     assert decide(policy, rows=1) == "draft"  # batch 1: drafting pays
     assert decide(policy, rows=32) == "plain"  # batch 32: it does not
