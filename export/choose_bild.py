@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import time
 from pathlib import Path
 
 import sacrebleu
@@ -31,15 +30,9 @@ from pyfastdec.decoding.bild import bild
 from pyfastdec.model_dir import ModelDir, check_shared_encoder
 from pyfastdec.text import Tokenizer
 
+from .choose_block import timed
 from .data import load_pairs
 from .rehash import rehash
-
-
-def one_pass(fn, sources) -> tuple[list[list[int]], float]:
-    """(outputs, seconds) of decoding every source alone (batch 1)."""
-    started = time.perf_counter()
-    outs = [fn([s])[0][0] for s in sources]
-    return outs, time.perf_counter() - started
 
 
 def main(argv=None) -> dict:
@@ -74,7 +67,7 @@ def main(argv=None) -> dict:
     outputs, fastest = {}, {}
     for round_ in range(args.repeats):
         for name, fn in runs.items():
-            outs, seconds = one_pass(fn, sources)
+            seconds, outs, _ = timed(fn, sources)  # batch 1
             outputs.setdefault(name, outs)
             fastest[name] = min(fastest.get(name, seconds), seconds)
         print(f"round {round_ + 1}/{args.repeats} done", flush=True)

@@ -13,8 +13,7 @@ from pyfastdec.decoding.draft_or_plain import DraftOrPlain
 
 
 def decide(policy: DraftOrPlain, rows: int = 1) -> str:
-    policy.set_rows(rows)
-    return "plain" if policy.plain_steps() else "draft"
+    return "plain" if policy.plain_steps(rows) else "draft"
 
 
 def explore(policy: DraftOrPlain, rows: int, tokens: int, seconds: float) -> None:

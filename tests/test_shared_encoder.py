@@ -184,7 +184,7 @@ class PlainFirst(DraftOrPlain):
     little model's state is made late, for the rows still live, and catches up on all
     they have produced."""
 
-    def plain_steps(self) -> int:
+    def plain_steps(self, rows: int) -> int:
         self.chosen.append("plain" if not self.chosen else "draft")
         return 4 if len(self.chosen) == 1 else 0
 

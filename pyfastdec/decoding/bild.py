@@ -36,7 +36,7 @@ import numpy as np
 from pyfastdec.backends.base import Backend, StepOut, Want
 
 from .draft_or_plain import DraftOrPlain
-from .draft_verify import accept_argmax, draft_and_verify
+from .draft_verify import _prefix_length, accept_argmax, draft_and_verify
 from .result import DecodeStats
 
 MAX_ROLLBACK = math.log(64)  # the engine's largest top-k
@@ -55,8 +55,7 @@ def accept_rollback(rollback: float):
         ids, logp = out.topk_ids[:, :-1, :], out.topk_logprobs[:, :-1, :]
         hit = ids == drafts[:, :, None]
         close = (hit & (logp >= -rollback)).any(axis=2) | (ids[:, :, 0] == drafts)
-        inside = np.arange(close.shape[1])[None, :] < lengths[:, None]
-        j = np.cumprod(close & inside, axis=1).sum(axis=1).astype(np.int64)
+        j = _prefix_length(close, lengths)
         return j, out.topk_ids[np.arange(len(j)), j, 0]
 
     return accept
@@ -80,7 +79,6 @@ class _LittleDrafts:
         self.live = np.arange(rows)  # input index of each live row
         self.held = np.zeros(rows, dtype=np.int64)
         self.after_catch_up = self.fed = self.held  # per row, set by propose
-        self.stale = False  # the state holds positions past `held`
         self.started = 0.0  # when the current iteration's drafting began
         self.steady = False  # that iteration drafted as a drafting run does (no attach, short catch-up)
         self.measured = None  # (rows, tokens) of that iteration, timed when the next one starts
@@ -104,47 +102,47 @@ class _LittleDrafts:
             rows, tokens = self.measured
             self.policy.drafted(rows, tokens, time.perf_counter() - self.started)
             self.measured = None
-        self.policy.set_rows(len(self.held))
-        return self.policy.plain_steps()
+        return self.policy.plain_steps(len(self.held))
 
     def plain_ran(self, rows: int, steps: int, seconds: float) -> None:
         self.policy.plain_ran(rows, steps, seconds)
 
     def propose(self, prefixes: list[list[int]]) -> list[list[int]]:
         self.started = started = time.perf_counter()
-        self.steady = self.state is not None
-        if self.state is None:
+        fresh = self.state is None
+        if fresh:
             self._start()
-        little, held = self.little, self.held.tolist()
-        if self.stale:
-            self.state = little.truncate(self.state, self.held)
+        else:  # positions past `held` (rejected tokens, padding) go before the catch-up
+            self.state = self.little.truncate(self.state, self.held)
         # Catch up: feed what was accepted since the state's last valid position.
-        pending = [[self.bos] + p if h == 0 else p[h - 1:] for p, h in zip(prefixes, held)]
-        widths = [len(t) for t in pending]
-        width = max(widths)
-        self.steady = self.steady and width <= 2  # 2: a fully accepted draft's last token and the big model's
-        tokens = np.full((len(pending), width), self.pad, dtype=np.int64)
+        pending = [[self.bos] + p if h == 0 else p[h - 1:] for p, h in zip(prefixes, self.held.tolist())]
+        widths = np.array([len(t) for t in pending], dtype=np.int64)
+        tokens = np.full((len(pending), int(widths.max())), self.pad, dtype=np.int64)
         for r, t in enumerate(pending):
             tokens[r, :len(t)] = t
-        native = getattr(little, "draft_greedy", None)
-        if native is not None:  # the same loop as below, in one engine call
-            ids, counts, fed = native(self.state, tokens, np.asarray(widths, dtype=np.int64), self.max_draft,
-                                      self.min_logprob)
-            self.after_catch_up = self.held + np.asarray(widths, dtype=np.int64)
-            self.fed, self.stale = fed, True
-            self.stats.drafter_s += time.perf_counter() - started
-            return [row[:n].tolist() for row, n in zip(ids, counts.tolist())]
+        # 2: a fully accepted draft's last token and the big model's
+        self.steady = not fresh and tokens.shape[1] <= 2
+        self.after_catch_up = self.held + widths
+        native = getattr(self.little, "draft_greedy", None)
+        if native is not None:  # the loop of _draft, in one engine call
+            ids, counts, self.fed = native(self.state, tokens, widths, self.max_draft, self.min_logprob)
+            drafts = [row[:n].tolist() for row, n in zip(ids, counts.tolist())]
+        else:
+            drafts = self._draft(tokens, widths)
+        self.stats.drafter_s += time.perf_counter() - started
+        return drafts
+
+    def _draft(self, tokens: np.ndarray, widths: np.ndarray) -> list[list[int]]:
+        """Catch-up step, then one little step per drafted token while confident; sets fed."""
+        little, rows = self.little, len(widths)
         out = little.step(self.state, tokens, _TOP1)
-        last = np.asarray(widths) - 1
-        rows = np.arange(len(pending))
-        cand = out.topk_ids[rows, last, 0].tolist()
-        conf = out.topk_logprobs[rows, last, 0].tolist()
-        self.after_catch_up = self.held + np.asarray(widths, dtype=np.int64)
-        if min(widths) < width:  # padding positions must not precede the drafted tokens
+        cand = out.topk_ids[np.arange(rows), widths - 1, 0].tolist()
+        conf = out.topk_logprobs[np.arange(rows), widths - 1, 0].tolist()
+        if widths.min() < tokens.shape[1]:  # padding positions must not precede the drafted tokens
             self.state = little.truncate(self.state, self.after_catch_up)
-        drafts: list[list[int]] = [[] for _ in pending]
-        fed = [0] * len(pending)
-        active = list(range(len(pending)))
+        drafts: list[list[int]] = [[] for _ in range(rows)]
+        fed = [0] * rows
+        active = list(range(rows))
         while True:
             feeding = []
             for r in active:
@@ -156,7 +154,7 @@ class _LittleDrafts:
             active = feeding
             if not active:
                 break
-            step_tokens = np.full((len(pending), 1), self.pad, dtype=np.int64)
+            step_tokens = np.full((rows, 1), self.pad, dtype=np.int64)
             for r in active:
                 step_tokens[r, 0] = drafts[r][-1]
                 fed[r] += 1
@@ -164,8 +162,6 @@ class _LittleDrafts:
             cand = out.topk_ids[:, 0, 0].tolist()
             conf = out.topk_logprobs[:, 0, 0].tolist()
         self.fed = np.asarray(fed, dtype=np.int64)
-        self.stale = True
-        self.stats.drafter_s += time.perf_counter() - started
         return drafts
 
     def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float, out) -> None:

@@ -28,6 +28,8 @@ verified against the big model either way.
 """
 from __future__ import annotations
 
+from .draft_length import remember
+
 
 class _Bucket:
     __slots__ = ("seconds", "tokens", "drafts", "plains", "since_probe", "probing", "interval", "probed_from",
@@ -52,6 +54,7 @@ class DraftOrPlain:
     cheaper mode between two tries of the other; smoothing: the EMA's weight of a new
     measurement."""
 
+    KEEP_CHOSEN = 10_000  # decisions kept in `chosen` (draft_length.remember)
     EXPLORE_DRAFTS = 4  # drafting iterations measured before the first plain run (after a warm-up one)
     PROBE_DRAFTS = 3  # drafting decisions per probe: the first pays the switch, the rest are measured
 
@@ -60,7 +63,6 @@ class DraftOrPlain:
             raise ValueError("DraftOrPlain: run and probe_every must be >= 1, smoothing in (0, 1]")
         self.run, self.probe_every, self.smoothing = run, probe_every, smoothing
         self.buckets: dict[int, _Bucket] = {}
-        self.rows = 1
         self.chosen: list[str] = []  # recent decisions ("draft" / "plain"), for statistics and tests
 
     MAX_INTERVAL = 1024  # decisions between probes at most
@@ -72,12 +74,9 @@ class DraftOrPlain:
             b.interval = self.probe_every
         return b
 
-    def set_rows(self, rows: int) -> None:
-        """The live rows of the next decision."""
-        self.rows = rows
-
-    def plain_steps(self) -> int:
-        b = self._bucket(self.rows)
+    def plain_steps(self, rows: int) -> int:
+        """0 (draft this iteration) or the plain steps to run now, for `rows` live rows."""
+        b = self._bucket(rows)
         if b.drafts < self.EXPLORE_DRAFTS:
             choice = "draft"
         elif b.plains == 0:
@@ -97,9 +96,7 @@ class DraftOrPlain:
                     b.probing = self.PROBE_DRAFTS - 1
             else:
                 choice = cheaper
-        self.chosen.append(choice)
-        if len(self.chosen) > 20_000:
-            del self.chosen[:10_000]
+        remember(self.chosen, choice, self.KEEP_CHOSEN)
         return self.run if choice == "plain" else 0
 
     @staticmethod
