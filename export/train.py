@@ -39,6 +39,7 @@ from .data import corpus_path, load_pairs, read_parallel
 from .drafter_training import block_accuracy, block_loss
 from .modeling import ModelConfig, Seq2Seq, count_parameters
 from .recipes import get_recipe
+from .train_clock import TrainingClock
 from .vocab import TOKENS, load_vocab, train_vocab
 from .warm_start import init_from_teacher
 
@@ -223,7 +224,7 @@ def main(argv=None) -> None:
     while not out_of_time and not (args.max_steps and step >= args.max_steps):
         epoch += 1
         model.train()
-        run_start = time.time() - spent  # so that time.time() - run_start == total spent
+        clock = TrainingClock(spent)  # wall time, less the time the process was stopped
         t_log, tok_log, loss_sum, loss_tok = time.time(), 0, 0.0, 0
         batches = batcher.epoch(args.seed * 100003 + epoch)
         done_batches = skip_batches
@@ -249,7 +250,7 @@ def main(argv=None) -> None:
             loss_sum += loss.item()
             loss_tok += n_tok
             tok_log += b.n_tgt_tokens
-            spent = time.time() - run_start
+            spent = clock.tick()
             if step % args.log_every == 0:
                 now = time.time()
                 rate = tok_log / (now - t_log)
@@ -265,6 +266,8 @@ def main(argv=None) -> None:
         partial = done_batches < len(batches)
         if partial:  # checkpointed like an epoch, so the last minutes count and can resume
             log(f"budget reached in epoch {epoch} at batch {done_batches}/{len(batches)}, step {step}")
+        if clock.stalled_seconds:
+            log(f"epoch {epoch}: {clock.stalled_seconds / 60:.1f} min stopped, not charged")
         t0 = time.time()
         val_bleu, _ = score(model, sp, val_pairs)
         history = [h for h in history if h["epoch"] != epoch]  # a resumed partial epoch is replaced

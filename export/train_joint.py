@@ -56,6 +56,7 @@ from .batching import BucketBatcher
 from .calibrate import calibrate
 from .modeling import Seq2Seq
 from .train import lr_at, rng_state, save_checkpoint, set_rng_state
+from .train_clock import TrainingClock
 from .train_heads import check_blockwise, decode_greedy, fresh_heads, source_ids
 from .writer import EMBED_SCALE, quantize_embedding, read_model_dir, write_model_dir
 
@@ -156,7 +157,7 @@ def train(model: Seq2Seq, pairs: list[tuple[list[int], list[int]]], run: Path, a
                         done_in_epoch=done_in_epoch, spent=spent, rng=rng_state(), settings=settings)
 
     budget = args.minutes * 60.0
-    started = time.time() - spent
+    clock = TrainingClock(spent)  # wall time, less the time the process was stopped
     seen: dict = {}
     model.train()
     def more() -> bool:
@@ -173,7 +174,7 @@ def train(model: Seq2Seq, pairs: list[tuple[list[int], list[int]]], run: Path, a
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
-            step, done_in_epoch, spent = step + 1, done_in_epoch + 1, time.time() - started
+            step, done_in_epoch, spent = step + 1, done_in_epoch + 1, clock.tick()
             for key in ("main", "heads"):  # smoothed for the log
                 seen[key] = 0.95 * seen[key] + 0.05 * parts[key] if key in seen else parts[key]
             seen["acc"] = [0.95 * a + 0.05 * b for a, b in zip(seen["acc"], parts["acc"])] \

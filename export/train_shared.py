@@ -42,7 +42,6 @@ import argparse
 import json
 import random
 import shutil
-import time
 from pathlib import Path
 
 import torch
@@ -55,6 +54,7 @@ from .calibrate import calibrate
 from .drafter_training import block_accuracy, block_loss
 from .modeling import LayerSpec, ModelConfig, Seq2Seq
 from .train import lr_at, rng_state, save_checkpoint, set_rng_state
+from .train_clock import TrainingClock
 from .train_heads import decode_greedy, source_ids
 from .train_joint import log, record_settings
 from .writer import read_model_dir, write_model_dir
@@ -173,7 +173,7 @@ def train(model: Seq2Seq, pairs, run: Path, args, settings: dict) -> None:
                         done_in_epoch=done_in_epoch, spent=spent, rng=rng_state(), gen=gen.get_state(),
                         settings=settings)
 
-    budget, started, smoothed = args.minutes * 60.0, time.time() - spent, None
+    budget, clock, smoothed = args.minutes * 60.0, TrainingClock(spent), None
     blocks = [int(k) for k in args.block_sizes.split(",")]
     model.train()
     while spent < budget:
@@ -191,7 +191,7 @@ def train(model: Seq2Seq, pairs, run: Path, args, settings: dict) -> None:
             (loss / max(n, 1)).backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
-            step, done_in_epoch, spent = step + 1, done_in_epoch + 1, time.time() - started
+            step, done_in_epoch, spent = step + 1, done_in_epoch + 1, clock.tick()
             value = loss.item() / max(n, 1)
             smoothed = value if smoothed is None else 0.95 * smoothed + 0.05 * value
             if step % args.log_every == 0:
