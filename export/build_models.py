@@ -21,8 +21,10 @@ to --runs (outside the repository); only the final model directories go to --mod
                  runs/separate/en-de-drafter), whose decoder then trains over en-de's frozen
                  encoder on en-de's own greedy outputs (export.train_shared drafter); int8;
                  block size chosen on val with en-de as verifier (export/choose_block.py)
-  en-de-little   BiLD's little model over en-de-attn's encoder: the strongest head and 128
-                 FFN units of en-de-attn's first decoder layer, trained on en-de-attn's greedy
+  en-de-big      BiLD's big model (issue 15): the teacher itself in int8 (activation scales
+                 calibrated on val, not pruned) with an IBM-1 shortlist on the training pairs
+  en-de-little   BiLD's little model over en-de-big's encoder: the strongest head and 128
+                 FFN units of en-de-big's first decoder layer, trained on en-de-big's greedy
                  outputs (export.train_shared little --shape 1,128);
                  its fallback/rollback thresholds chosen on val (export/choose_bild.py)
   uk-gec         the Ukrainian correction model (UA-GEC gec-only corpus, export.uagec); int8;
@@ -30,7 +32,7 @@ to --runs (outside the repository); only the final model directories go to --mod
                  lists itself (GEC_SHORTLIST); its edit margin chosen on val
                  (export/choose_margin.py: decoding.edit_margin, 0 unless significant)
 
-Every model except the teacher is then pruned (export.prune: group lasso over heads and
+Every model except the teacher (and en-de-big, which is the teacher) is then pruned (export.prune: group lasso over heads and
 FFN units, slicing, fine-tuning on the same data, int8 again) before its shortlist,
 block size or proposal heads are made, so those are made for the pruned model.
 
@@ -76,10 +78,13 @@ GEC_SHORTLIST = ("--frequent", "100", "--best", "20", "--identity")
 # Minutes of export.train_shared for the models that read another's encoder (the drafter
 # on 1 thread, the little model on --threads).
 SHARED_MINUTES = {"en-de-drafter": 45, "en-de-little": 35}
-# BiLD's little model: 1 head and 128 FFN units of en-de-attn's first decoder layer, the
+# BiLD's little model: 1 head and 128 FFN units of the big model's first decoder layer, the
 # strongest (export.train_shared --shape). At batch 1 a step costs the weight bytes it
-# streams: the full layer (2 heads, FFN 521) made BiLD 0.93x greedy on val, this one 1.15x.
+# streams: over en-de-attn (session 8) the full layer (2 heads, FFN 521) made BiLD 0.93x
+# greedy on val, this shape 1.15x.
 LITTLE_SHAPE = "1,128"
+# BiLD's big model and little model (issue 15: the largest model the project trains).
+BIG, LITTLE = "en-de-big", "en-de-little"
 # Training budgets in minutes per recipe (all runs of a stage together; 2 cores).
 MINUTES = {"teacher-en-de": 150, "student-en-de-ssru": 25, "student-en-de-attn": 25, "drafter-en-de": 25,
            "uk-gec": 90}
@@ -207,15 +212,29 @@ class Builder:
         return ["--sources", str(corpus_path("train", "en", "multi30k")), "--held-out", str(held_out),
                 "--minutes", str(self.shared_minutes[name])]
 
+    def big(self) -> Path:
+        """BiLD's big model: the teacher's chosen checkpoint in int8, unpruned (its weight
+        bytes per step are what BiLD saves), with an IBM-1 shortlist on the training pairs
+        (there are no distilled targets of its own; the students' are its beam outputs)."""
+        ckpt, _ = self.teacher()
+        out = self.write_int8(ckpt, BIG)
+        log(f"shortlist for {BIG}")
+        rc = shortlist.main(["--src", str(corpus_path("train", "en", "multi30k")),
+                             "--tgt", str(corpus_path("train", "de", "multi30k")),
+                             "--spm", str(out / "spm.model"), "--out", str(out / "shortlist.bin")])
+        if rc:
+            raise RuntimeError(f"export.shortlist failed for {out} (exit {rc})")
+        return out
+
     def little(self) -> Path:
-        """BiLD's little model over en-de-attn's encoder, with thresholds chosen on val."""
-        big = self.models / "en-de-attn"
+        """BiLD's little model over the big model's encoder, with thresholds chosen on val."""
+        big = self.models / BIG
         if not (big / "config.json").exists():
-            self.build("en-de-attn")
-        out = self.models / "en-de-little"
+            self.build(BIG)
+        out = self.models / LITTLE
         log(f"little model over {big}")
         rc = train_shared.main(["little", str(big), "--layers", "0", "--shape", LITTLE_SHAPE,
-                                *self._shared_data("en-de-little"), "--threads", str(self.threads),
+                                *self._shared_data(LITTLE), "--threads", str(self.threads),
                                 "--run", str(self.runs / "little"), "--out", str(out)])
         if rc != 0:
             raise RuntimeError(f"export.train_shared failed for {out} (exit {rc})")
@@ -294,7 +313,9 @@ class Builder:
             return self.distilled()
         if name == "uk-gec":
             return self.uk_gec()
-        if name == "en-de-little":
+        if name == BIG:
+            return self.big()
+        if name == LITTLE:
             return self.little()
         return self.student(name)
 
@@ -323,7 +344,7 @@ def choose_checkpoint(run: Path) -> Path:
     return path
 
 
-NAMES = ["teacher-en-de", "distill-en-de", "en-de", "en-de-attn", "en-de-drafter", "en-de-little", "uk-gec"]
+NAMES = ["teacher-en-de", "distill-en-de", "en-de", "en-de-attn", "en-de-drafter", BIG, LITTLE, "uk-gec"]
 
 
 def main(argv=None) -> None:

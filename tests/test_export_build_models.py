@@ -8,6 +8,7 @@ import torch
 from export.build_models import Builder, choose_checkpoint
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import blockwise, gad, greedy
+from pyfastdec.decoding.bild import bild
 from pyfastdec.model_dir import encoder_digest
 
 from test_export_train import corpus  # noqa: F401  (fixture)
@@ -99,3 +100,21 @@ def test_gec_shortlist_lets_every_source_piece_be_copied(tmp_path):
     sl = Shortlist.load(model / "shortlist.bin")
     assert all(sl.translations(f)[0][0] == f for f in range(sl.vocab_size))
     assert sl.best == 20
+
+def test_builds_the_bild_pair_from_the_teacher(corpus, tmp_path):  # noqa: F811
+    runs, models = tmp_path / "runs", tmp_path / "models"
+    builder = Builder(runs, models, threads=1, minutes={}, recipes=TINY, train_args=("--max-steps", "4"),
+                      shared_minutes={"en-de-little": 0.02})
+    little = builder.build("en-de-little")  # builds en-de-big (the teacher in int8) first
+    big = models / "en-de-big"
+    teacher = json.loads((runs / "models" / "teacher-en-de" / "config.json").read_text())
+    config = json.loads((big / "config.json").read_text())
+    assert config["quantization"]["weights"] == "int8" and (big / "shortlist.bin").exists()
+    assert config["encoder"] == teacher["encoder"] and config["decoder"] == teacher["decoder"]  # not pruned
+    little_config = json.loads((little / "config.json").read_text())
+    assert little_config["encoder"] == {"layers": [], "shared": encoder_digest(big)}
+    assert [layer["heads"] for layer in little_config["decoder"]["layers"]] == [1]
+    assert set(little_config["decoding"]) >= {"fallback", "lossy_fallback", "rollback"}  # chosen on val
+    pair = NativeBackend(big, threads=1), NativeBackend(little, threads=1)
+    src = [[5, 6, 7, 8, 3], [9, 10, 3]]
+    assert bild(*pair, src, fallback=0.0)[0] == greedy(pair[0], src)[0]
