@@ -23,7 +23,8 @@ tests check token for token against the PyTorch reference) and scored with sacre
   beside the raw ids: greedy with the model's edit margin (config.json
   decoding.edit_margin) decoded plainly, the same ids written by copy-through
   (pyfastdec/copy_through.py), and Corrector(threads).correct on the lines (sentence
-  splitting, copy-through, sentences it cannot read kept).
+  splitting, copy-through, sentences it cannot read kept), without and with its
+  repetition guard (looping corrections dropped: pyfastdec/repetition_guard.py).
 """
 from __future__ import annotations
 
@@ -163,15 +164,18 @@ class Reporter:
 
     def gec_as_used(self, path: Path, tok: Tokenizer, src: list[list[int]], sources: list[str],
                     refs: list[list[str]]) -> dict:
-        """What users get: the model's edit margin, then copy-through, then the Corrector."""
+        """What users get: the model's edit margin, then copy-through, then the Corrector
+        without and with its repetition guard (pyfastdec/repetition_guard.py)."""
         margin = read_model_config(path / "config.json").edit_margin
         backend = NativeBackend(path, threads=self.threads)
         outs, _ = batched(lambda b: greedy(backend, b, edit_margin=margin), src, 32)
         copy = CopyThrough(tok.sp)
+        corrector = Corrector(path, threads=self.threads)
         rows = {f"greedy, edit margin {margin}, decoded": [tok.decode(o) for o in outs],
                 f"greedy, edit margin {margin}, copy-through": [copy.text(copy.source.pieces(s), o)
                                                                 for s, o in zip(sources, outs)],
-                "Corrector().correct (what users get)": Corrector(path, threads=self.threads).correct(sources)}
+                "Corrector().correct, no repetition guard": corrector.correct(sources, repetition_guard=False),
+                "Corrector().correct (what users get)": corrector.correct(sources)}
 
         def scores(hyps: list[str]) -> dict:
             return {"vs annotator 1": quality(hyps, refs[:1]), "edits (export.gec_score)": gec_score.score(

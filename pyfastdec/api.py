@@ -30,6 +30,7 @@ import numpy as np
 from pyfastdec.backends.base import Backend, Want
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.copy_through import CopyThrough, SourcePieces
+from pyfastdec.repetition_guard import loops
 from pyfastdec.decoding import DecodeStats, beam_search, blockwise, default_max_len, gad, gad_plus, greedy, iad
 from pyfastdec.decoding.beam import RULES as BEAM_RULES
 from pyfastdec.decoding.bild import DEFAULT_FALLBACK, DEFAULT_ROLLBACK, MAX_ROLLBACK, bild
@@ -261,6 +262,7 @@ class _Options:
     edit_margin: float = 0.0  # greedy / iad: the edit-margin rule (decoding/source_ngrams.py)
     fallback: float = 0.0  # bild: the little model drafts while its top-1 probability is >= this
     rollback: float = 0.0  # bild-lossy: nats a little token may be from the big model (decoding/bild.py)
+    repetition_guard: bool = False  # Corrector: a looping output comes back as its source (repetition_guard.py)
 
 
 class ScoredOutput(NamedTuple):
@@ -331,7 +333,8 @@ class Translator:
                   target_prefix: Sequence | None = None, max_decoding_length: int | None = None,
                   length_penalty: float = 1.0, num_hypotheses: int | None = None, sampling_topk: int = 1,
                   sampling_temperature: float = 1.0, sampling_seed: int | None = None, beam_rule: str = "pyfastdec",
-                  edit_margin: float | None = None, fallback: float | None = None, rollback: float | None = None):
+                  edit_margin: float | None = None, fallback: float | None = None, rollback: float | None = None,
+                  repetition_guard: bool | None = None):
         """Translate `texts` (a list of inputs, or one string) in input order.
 
         An input is raw text (str), or a list of sentencepiece pieces, or a list of token
@@ -357,6 +360,11 @@ class Translator:
             (decoding/source_ngrams.py; raises precision, IAD still equals greedy with the
             same margin); None (default): the model's config.json "decoding.edit_margin"
             for those two algos (0 when absent), else 0.
+        repetition_guard: a Corrector's output that repeats a word n-gram 3+ times in a row
+            (more than its source does) comes back as its source (repetition_guard.py:
+            a loop is never a correction); None (default): on for a Corrector's greedy and
+            IAD without target prefixes, off otherwise. The stats count such outputs
+            (loops_reverted).
         n_best (or num_hypotheses, CTranslate2's name): with algo "beam", up to n_best
             outputs per input, best first.
         beam_rule: when beam search stops (decoding/beam.py): "pyfastdec" (default: at
@@ -388,7 +396,7 @@ class Translator:
         opts = self._options(algo, beam_size, batch_size, n_best, return_scores, block, beta, tau,
                              max_decoding_length, length_penalty, num_hypotheses, sampling_topk,
                              sampling_temperature, sampling_seed, beam_rule, edit_margin, prefixes,
-                             fallback, rollback)
+                             fallback, rollback, repetition_guard)
         hyps, kinds, stats, splits = self._run(items, prefixes, opts)
         for warning in splits:
             warnings.warn(warning, stacklevel=2)
@@ -433,20 +441,22 @@ class Translator:
         return translate_file(self, input_path, output_path, target_prefix_path, batch_size, read_ahead, options)
 
     def correct(self, texts: Sequence[str] | str, batch_size: int = 32, return_stats: bool = False,
-                edit_margin: float | None = None):
+                edit_margin: float | None = None, repetition_guard: bool | None = None):
         """Correct `texts` with input-guided aggressive decoding (IAD; = greedy output):
         meant for a correction model, whose output mostly copies its input. Sentence by
         sentence, as translate: the shipped uk-gec, given whole lines of 2-6 UA-GEC test
         sentences, returned 736 of 946 sentences (every sentence, split first).
-        edit_margin: as in translate (default: the model's own, chosen on its val set)."""
+        edit_margin: as in translate (default: the model's own, chosen on its val set).
+        repetition_guard: as in translate (default: on for a Corrector)."""
         return self.translate(texts, algo="iad", batch_size=batch_size, return_stats=return_stats,
-                              edit_margin=edit_margin)
+                              edit_margin=edit_margin, repetition_guard=repetition_guard)
 
     # ---- internals
     def _options(self, algo=None, beam_size=1, batch_size=32, n_best=1, return_scores=False, block=None,
                  beta=1, tau=0.0, max_decoding_length=None, length_penalty=1.0, num_hypotheses=None,
                  sampling_topk=1, sampling_temperature=1.0, sampling_seed=None, beam_rule="pyfastdec",
-                 edit_margin=None, target_prefix=None, fallback=None, rollback=None) -> _Options:
+                 edit_margin=None, target_prefix=None, fallback=None, rollback=None,
+                 repetition_guard=None) -> _Options:
         """The checked options of one call; ValueError/TypeError naming the bad one."""
         if num_hypotheses is not None:
             if n_best != 1 and n_best != num_hypotheses:
@@ -485,7 +495,25 @@ class Translator:
         return _Options(algo, beam_size, batch_size, n_best, return_scores, block, beta, tau,
                         None if max_decoding_length is None else int(max_decoding_length), float(length_penalty),
                         int(sampling_topk), float(sampling_temperature), seed, beam_rule,
-                        self._edit_margin(algo, edit_margin, target_prefix), *self._bild(algo, fallback, rollback))
+                        self._edit_margin(algo, edit_margin, target_prefix), *self._bild(algo, fallback, rollback),
+                        self._repetition_guard(algo, repetition_guard, target_prefix))
+
+    def _repetition_guard(self, algo: str, guard, target_prefix) -> bool:
+        """Whether a call reverts looping outputs to their sources: a correction rule, on by
+        default for a Corrector's greedy and IAD (the outputs the rule was measured on)."""
+        if guard is None:
+            return self._role == "correct" and algo in ("greedy", "iad") and target_prefix is None
+        if not isinstance(guard, (bool, np.bool_)):
+            raise TypeError(f"repetition_guard must be True, False or None, got {guard!r}")
+        if guard and self._role != "correct":
+            raise ValueError("repetition_guard=True: a looping output is reverted to its source, which only a "
+                             "correction model's output may be (use Corrector)")
+        if guard and algo not in ("greedy", "iad"):
+            raise ValueError(f"repetition_guard=True applies to algo 'greedy' and 'iad' only, got {algo!r}")
+        if guard and target_prefix is not None:
+            raise ValueError("repetition_guard=True with target_prefix: a reverted output would lose its prefix; "
+                             "give one or the other")
+        return bool(guard)
 
     def _bild(self, algo: str, fallback, rollback) -> tuple[float, float]:
         """The checked (fallback, rollback) of a call: explicit, or the little model's own
@@ -745,10 +773,25 @@ class Translator:
             outs, stats = gad_plus(verifier, drafter, src, beta=opts.beta, tau=opts.tau, k=opts.block,
                                    max_len=max_len, policy=self._policy(opts.block))
         outs = [list(p) + o for p, o in zip(prefixes, outs)]
+        if opts.repetition_guard:  # no prefixes here (_repetition_guard)
+            outs = self._revert_loops(src, outs, stats)
         logps = (forced_scores(self.verifier, [list(s) for s in src], outs, stats.hit_max_len) if opts.scores
                  else [0.0] * len(outs))
         # len + 1 even for rows cut at max_len (no EOS scored), as beam search normalises them
         return [[_Hyp([o], lp, len(o) + 1)] for o, lp in zip(outs, logps)], stats
+
+    def _revert_loops(self, src: list[list[int]], outs: list[list[int]], stats: DecodeStats) -> list[list[int]]:
+        """outs, each output that loops (repetition_guard.loops) replaced by its source."""
+        starts_word = self._target_tokenizer().starts_word
+        eos = self.eos
+        reverted = []
+        for s, o in zip(src, outs):
+            source = list(s[:-1]) if s and s[-1] == eos else list(s)
+            if loops(source, o, starts_word):
+                stats.loops_reverted += 1
+                o = source
+            reverted.append(o)
+        return reverted
 
     def _join(self, units: list[list[_Hyp]]) -> list[_Hyp]:
         """The n-best list of one input from those of its units: the k-th hypotheses of

@@ -108,6 +108,7 @@ class DecodeOptions:
     edit_margin: Optional[float] = None  # None: the model's own (config.json decoding.edit_margin)
     fallback: Optional[float] = None  # bild: None = the little model's own (config.json decoding)
     rollback: Optional[float] = None  # bild-lossy: likewise
+    repetition_guard: Optional[bool] = None  # correct: None = on (Translator.translate)
 
     def kwargs(self) -> dict:
         kw = dict(algo=self.algo, beam_size=self.beam_size, batch_size=self.batch_size, n_best=self.n_best,
@@ -125,6 +126,8 @@ class DecodeOptions:
             kw["fallback"] = self.fallback
         if self.rollback is not None:
             kw["rollback"] = self.rollback
+        if self.repetition_guard is not None:
+            kw["repetition_guard"] = self.repetition_guard
         return kw
 
     def describe(self) -> str:
@@ -141,6 +144,8 @@ class DecodeOptions:
                          f"seed {self.sampling_seed}")
         if self.edit_margin is not None:
             parts.append(f"edit margin {self.edit_margin}")
+        if self.repetition_guard is False:
+            parts.append("no repetition guard")
         if self.algo in ("bild", "bild-lossy"):
             parts.append(f"fallback {'model default' if self.fallback is None else self.fallback}")
         if self.algo == "bild-lossy":
@@ -345,6 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--edit-margin", type=non_negative_float, metavar="M",
                    help="keep the source token unless the model's best edit beats it by M nats (higher: fewer, "
                         "surer edits; 0: plain greedy; default: the model's own, config.json decoding.edit_margin)")
+    p.add_argument("--no-repetition-guard", action="store_true",
+                   help="keep corrections that repeat a word or phrase 3+ times in a row where the line does not "
+                        "(by default such a looping correction is dropped and the sentence comes back unchanged)")
     _add_io_args(p)
     p.set_defaults(run=run_translate, role="correct")
 
@@ -394,7 +402,8 @@ def decode_options(args, default: StrategyChoice) -> DecodeOptions:
     """The options of the command line; with no --algo, beam when a beam or n-best list is
     asked for, else the model's default lossless strategy (default_strategy.py)."""
     if args.role == "correct":
-        return DecodeOptions(default.algo, batch_size=args.batch_size, edit_margin=args.edit_margin)
+        return DecodeOptions(default.algo, batch_size=args.batch_size, edit_margin=args.edit_margin,
+                             repetition_guard=False if args.no_repetition_guard else None)
     algo = args.algo
     if algo is None:
         wants_beam = args.n_best > 1 or (args.beam_size or 1) > 1
@@ -642,7 +651,9 @@ def print_stats(stats: DecodeStats, lines: int, seconds: float) -> None:
     print(f"{PROG}: {lines} lines in {seconds:.2f} s: {lines / seconds:.1f} lines/s, "
           f"{stats.generated / seconds:.1f} tokens/s ({stats.generated} output tokens, EOS included); "
           f"mean accepted tokens per iteration {stats.mean_accepted:.2f} "
-          f"(output tokens per iteration {stats.mean_tokens:.2f}, {stats.iterations} iterations)",
+          f"(output tokens per iteration {stats.mean_tokens:.2f}, {stats.iterations} iterations)"
+          + (f"; {stats.loops_reverted} looping corrections dropped (sentence kept as it was)"
+             if stats.loops_reverted else ""),
           file=sys.stderr, flush=True)
 
 

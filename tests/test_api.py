@@ -285,7 +285,8 @@ def test_correct_is_iad_and_equals_greedy(models, translator):
     texts = sentences(5, seed=7) + [""]
     corrector = Corrector(models["verifier"], threads=1, compute_type="float32")
     expected = translator.translate(texts, algo="greedy")
-    assert corrector.correct(texts) == expected == translator.correct(texts)
+    # the guard off: this toy model loops on some inputs, which a Corrector reverts by default
+    assert corrector.correct(texts, repetition_guard=False) == expected == translator.correct(texts)
     assert corrector.drafter is None
 
 

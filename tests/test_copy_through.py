@@ -303,10 +303,10 @@ def test_corrector_writes_copy_through_text_of_greedy_output(corrector, ct, outp
     unk = corrector.verifier.tokens["unk"]
     expected = [s if unk in corrector.tokenizer.encode(s) else ct.text(ct.source.pieces(s), out)
                 for s, out in outputs]  # sentences with unk come back as they are
-    got = corrector.correct(sentences, batch_size=8)
+    got = corrector.correct(sentences, batch_size=8, repetition_guard=False)  # greedy's loops too
     differ = [i for i, (a, b) in enumerate(zip(got, expected)) if a != b]
     assert not differ, [(sentences[i], got[i], expected[i]) for i in differ[:2]]
-    assert corrector.translate(sentences, algo="greedy") == got
+    assert corrector.translate(sentences, algo="greedy", repetition_guard=False) == got
     # copied sentences are the user's, character for character
     assert sum(g == s for g, s in zip(got, sentences)) >= 40
 
@@ -329,7 +329,7 @@ def test_corrector_paragraph_and_long_line(corrector, ct, tok, outputs):
         expected.append(ct.text(source.slice(start, start + len(chunk)), out))
         start += len(chunk)
     with pytest.warns(UserWarning, match="exceeds the model's max_source_len"):
-        got = corrector.correct([line])[0]
+        got = corrector.correct([line], repetition_guard=False)[0]  # a chunk loops (test_repetition_guard.py)
     assert got == " ".join(expected)
     assert {"№4,", "км³,"} <= set(got.split())
 

@@ -43,6 +43,8 @@ class DecodeStats:
     drafter_s: wall time in the drafter's `draft` and `select`.
     verifier_s: wall time in the verifier's `start`, `step`, `truncate`, `select`.
     total_s: wall time of the whole call; python_s is what the backends did not spend.
+    loops_reverted: Corrector: outputs that looped and came back as their sources
+        (pyfastdec/repetition_guard.py).
     """
 
     sentences: int = 0
@@ -56,6 +58,7 @@ class DecodeStats:
     drafter_s: float = 0.0
     verifier_s: float = 0.0
     total_s: float = 0.0
+    loops_reverted: int = 0
 
     @property
     def python_s(self) -> float:
