@@ -159,10 +159,13 @@ def speed(r: dict) -> float:
 
 def add_ratios(rows: list[dict]) -> None:
     """vs_ct2: how many times faster than CTranslate2 int8 greedy (its best setting) on
-    the same workload; vs_greedy: than greedy of the same system, model, precision and
+    the same workload, on the same model's weights where CTranslate2 ran them (BiLD's big
+    model, uk-gec), else on en-de-attn's (the SSRU student and the heads models, which it
+    cannot run); vs_greedy: than greedy of the same system, model, precision and
     shortlist on the same workload (the speed-up of a strategy)."""
     for r in rows:
-        ct2 = _find(rows, system="ct2", precision="int8", strategy="greedy", shortlist=False, workload=r["workload"])
+        ct2_of = dict(system="ct2", precision="int8", strategy="greedy", shortlist=False, workload=r["workload"])
+        ct2 = _find(rows, **ct2_of, model=r["model"]) or _find(rows, **ct2_of)
         r["vs_ct2_int8_greedy"] = speed(r) / speed(ct2) if ct2 else None
         greedy = _find(rows, system=r["system"], model=r["model"], precision=r["precision"],
                        shortlist=r["shortlist"], strategy="greedy", workload=r["workload"])

@@ -413,7 +413,14 @@ def main(argv=None) -> dict:
         if "torch" in systems:
             jobs += planning.peer_jobs(plan, "torch", {"float32": float_dir})
     if "uk-gec" in prepared and "ct2" in systems:
-        jobs += ct2_gec_jobs(runner, plan, prepared["uk-gec"]["dirs"]["float32"], ct2_settings)
+        jobs += ct2_greedy_jobs(runner, plan, prepared["uk-gec"]["dirs"]["float32"], ct2_settings, "uk-gec", "uagec")
+    if BILD_ROLE in prepared and "ct2" in systems:
+        try:  # the big model's float32 twin (dequantised, cached), which CTranslate2 converts
+            big_float = models.precisions(prepared[BILD_ROLE]["path"], lambda: [])[0]["float32"]
+        except Exception as err:  # noqa: BLE001
+            runner.skip(f"CTranslate2 on {BILD_ROLE}", f"preparing float32 failed: {err!r}")
+        else:
+            jobs += ct2_greedy_jobs(runner, plan, big_float, ct2_settings, BILD_ROLE, "multi30k")
     marian_settings = marian_peer_jobs(runner, plan, prepared, jobs) if "marian" in systems else None
     for job in jobs:
         runner.run(job, len(jobs))
@@ -529,25 +536,26 @@ def ct2_vmap_jobs(runner: Runner, plan, float_dir: Path, ct2_dirs: dict, choices
     return planning.ct2_jobs(plan, {"int8": vmap_dir}, choices, strategies=("greedy",), vmap=True)
 
 
-def ct2_gec_jobs(runner: Runner, plan, float_dir: Path, ct2_settings: dict) -> list:
-    """CTranslate2 int8 greedy on the correction model's weights (issue 16: IAD against
-    it), converted like en-de-attn's (pyfastdec.convert pads the pruned layers to one
-    shape per stack) and probed the same way on UA-GEC sentences; its probes and choices
-    join `ct2_settings` (what probe_ct2 returned for en-de-attn, or empty)."""
+def ct2_greedy_jobs(runner: Runner, plan, float_dir: Path, ct2_settings: dict, model: str, dataset: str) -> list:
+    """CTranslate2 int8 greedy on another model's weights: the correction model (issue 16:
+    IAD against it) or BiLD's big model (issue 15: BiLD against it), converted like
+    en-de-attn's (pyfastdec.convert pads pruned layers to one shape per stack) and probed
+    the same way on that model's sentences; its probes and choices join `ct2_settings`
+    (what probe_ct2 returned for en-de-attn, or empty)."""
     if plan.precisions is not None and "int8" not in plan.precisions:
         return []
     try:
         ct2_dirs = {"int8": models.ctranslate2_model(float_dir, "int8")}
     except Exception as err:  # noqa: BLE001
-        runner.skip("CTranslate2 on uk-gec", f"conversion failed: {err!r}")
+        runner.skip(f"CTranslate2 on {model}", f"conversion failed: {err!r}")
         return []
-    gec = probe_ct2(runner, plan, ct2_dirs, model="uk-gec", dataset="uagec")
+    probed = probe_ct2(runner, plan, ct2_dirs, model=model, dataset=dataset)
     if not ct2_settings:
         ct2_settings.update(choices={}, report={"probe_sentences": plan.probe_n, "probes": [], "chosen": []})
-    ct2_settings["choices"].update(gec["choices"])
-    ct2_settings["report"]["probes"] += gec["report"]["probes"]
-    ct2_settings["report"]["chosen"] += gec["report"]["chosen"]
-    return planning.ct2_jobs(plan, ct2_dirs, gec["choices"], strategies=("greedy",), model="uk-gec", dataset="uagec")
+    ct2_settings["choices"].update(probed["choices"])
+    ct2_settings["report"]["probes"] += probed["report"]["probes"]
+    ct2_settings["report"]["chosen"] += probed["report"]["chosen"]
+    return planning.ct2_jobs(plan, ct2_dirs, probed["choices"], strategies=("greedy",), model=model, dataset=dataset)
 
 
 def probe_ct2(runner: Runner, plan, ct2_dirs: dict, model: str = "en-de-attn", dataset: str = "multi30k") -> dict:

@@ -120,7 +120,7 @@ def run(request, tmp_path_factory):
         out = root / "out"
         results = bench_run.main([
             "--quick", "--limit", str(LIMIT), "--threads", "1", "--out", str(out),
-            "--systems", "pyfastdec,bild", "--models", f"en-de,{BILD_ROLE}", "--precisions", "int8",
+            "--systems", "pyfastdec,bild,ct2", "--models", f"en-de,{BILD_ROLE}", "--precisions", "int8",
             "--strategies", "greedy,gad,gad-shared,bild,bild-lossy",
             # The tiny run drafts every iteration, so that its rows accept drafts in the timed
             # passes (the policies would spend their exploration on the warm-up sentence)
@@ -173,7 +173,7 @@ def test_bild_rows_defaults_and_sweep(run):
     rows, sweep = results["rows"], results["bild_sweep"]
     for batch in (1, 32):
         for strategy in ("greedy", "bild", "bild-lossy"):
-            got = _rows(rows, model=BILD_ROLE, strategy=strategy, batch_size=batch)
+            got = _rows(rows, system="pyfastdec", model=BILD_ROLE, strategy=strategy, batch_size=batch)
             assert len(got) == 1, (strategy, batch)
             assert got[0]["shortlist"] and got[0]["bleu"] is not None
             if strategy != "greedy":
@@ -193,7 +193,19 @@ def test_bild_rows_defaults_and_sweep(run):
     assert "bild_pareto.png" in results["plots"]
     # The sweep's rows stay out of the main tables: one batch-1 BiLD line per default
     main_b1 = report.split("## Multi30k test_2016_flickr En-De, batch 1 (latency)")[1].split("## ")[0]
-    assert main_b1.count(f"| {BILD_ROLE} |") == 3
+    assert main_b1.count(f"| {BILD_ROLE} |") == 4  # and CTranslate2's greedy on the big model
+
+
+def test_bild_is_compared_with_ctranslate2_on_the_big_models_weights(run):
+    from bench.results import speed
+
+    rows = run["results"]["rows"]
+    for batch in (1, 32):
+        ct2 = _rows(rows, system="ct2", model=BILD_ROLE, precision="int8", strategy="greedy", batch_size=batch)
+        assert len(ct2) == 1 and ct2[0]["bleu"] is not None, batch
+        for strategy in ("greedy", "bild", "bild-lossy"):
+            row, = _rows(rows, system="pyfastdec", model=BILD_ROLE, strategy=strategy, batch_size=batch)
+            assert row["vs_ct2_int8_greedy"] == pytest.approx(speed(row) / speed(ct2[0]))
 
 
 def test_lossless_rows_equal_greedy_decoded_here(run):
