@@ -30,7 +30,6 @@ import numpy as np
 from pyfastdec.backends.base import Backend, Want
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.copy_through import CopyThrough, SourcePieces
-from pyfastdec.repetition_guard import loops
 from pyfastdec.decoding import DecodeStats, beam_search, blockwise, default_max_len, gad, gad_plus, greedy, iad
 from pyfastdec.decoding.beam import RULES as BEAM_RULES
 from pyfastdec.decoding.bild import DEFAULT_FALLBACK, DEFAULT_ROLLBACK, MAX_ROLLBACK, bild
@@ -41,6 +40,7 @@ from pyfastdec.decoding.sampling import check_sampling, sample
 from pyfastdec.decoding.source_draft_length import SourceDraftLength
 from pyfastdec.default_strategy import StrategyChoice, default_strategy
 from pyfastdec.model_dir import ModelDir, ModelDirError, check_shared_encoder, is_edit_margin
+from pyfastdec.repetition_guard import loops
 from pyfastdec.runtime import check_threads, default_threads
 from pyfastdec.size_limits import MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK, MAX_N_BEST, check_size
 from pyfastdec.text import Tokenizer, clean_text, cut_ids, load_tokenizer, sentences_with_ids
@@ -360,8 +360,8 @@ class Translator:
             (decoding/source_ngrams.py; raises precision, IAD still equals greedy with the
             same margin); None (default): the model's config.json "decoding.edit_margin"
             for those two algos (0 when absent), else 0.
-        repetition_guard: a Corrector's output that repeats a word n-gram 3+ times in a row
-            (more than its source does) comes back as its source (repetition_guard.py:
+        repetition_guard: a Corrector's output that repeats a word or piece n-gram 3+ times
+            in a row (more than its source does) comes back as its source (repetition_guard.py:
             a loop is never a correction); None (default): on for a Corrector's greedy and
             IAD without target prefixes, off otherwise. The stats count such outputs
             (loops_reverted).
