@@ -123,11 +123,12 @@ def joint_loss(model: Seq2Seq, batch, head_weight: float, frozen_encoder: bool) 
 
 def record_settings(run: Path, settings: dict) -> None:
     """run/run.json holds the settings of the run's first start; a later start with other
-    ones is refused (resuming another training would mix two runs)."""
+    ones (any key either start recorded) is refused: resuming another training would mix
+    two runs. train_shared records its own keys (the host among them) through this."""
     recorded = run / "run.json"
     if recorded.exists():
         before = json.loads(recorded.read_text())
-        changed = sorted(k for k in SETTINGS if before.get(k) != settings.get(k))
+        changed = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
         if changed:
             raise ValueError(f"{recorded}: this run was started with other settings ({', '.join(changed)}); "
                              f"use another --run")

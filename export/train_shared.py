@@ -47,7 +47,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from pyfastdec.model_dir import encoder_digest
+from pyfastdec.model_dir import encoder_digest, file_digest
 
 from .batching import BucketBatcher
 from .calibrate import calibrate
@@ -288,8 +288,11 @@ def run(args) -> int:
         student = slimmed(student, args.shape)
     args.run.mkdir(parents=True, exist_ok=True)
     settings = {k: getattr(args, k) for k in SETTINGS if k not in ("host", "init", "sources")}
+    # The host's weights, not only its path: a host retrained in place (a new teacher) has
+    # other greedy outputs (cached in the run) and another encoder.
     settings.update(host=str(args.host.resolve()), init=str(args.init.resolve()) if args.init else None,
-                    sources=str(args.sources.resolve()))
+                    sources=str(args.sources.resolve()),
+                    host_weights=file_digest((args.host / "model.safetensors").read_bytes()))
     record_settings(args.run, settings)
 
     src = source_ids(args.sources, spm_file, host.eos, host.cfg.max_source_len, args.limit or None)

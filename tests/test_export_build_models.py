@@ -2,10 +2,13 @@
 native-engine distillation, warm-started students and drafter, int8 + shortlist."""
 import json
 import os
+import struct
 
 import torch
 
-from export.build_models import Builder, choose_checkpoint
+from export import train_shared
+from export.build_models import LITTLE_SHAPE, Builder, choose_checkpoint
+from export.rehash import rehash
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import blockwise, gad, greedy
 from pyfastdec.decoding.bild import bild
@@ -101,7 +104,21 @@ def test_gec_shortlist_lets_every_source_piece_be_copied(tmp_path):
     assert all(sl.translations(f)[0][0] == f for f in range(sl.vocab_size))
     assert sl.best == 20
 
-def test_builds_the_bild_pair_from_the_teacher(corpus, tmp_path):  # noqa: F811
+def retrain_in_place(model_dir):
+    """Other weights in the same directory, still a valid model: one int8 weight changed
+    (by one step, away from -128), checksums recorded again."""
+    path = model_dir / "model.safetensors"
+    data = bytearray(path.read_bytes())
+    size = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + size])
+    name = next(n for n, t in header.items() if n != "__metadata__" and t["dtype"] == "I8")
+    at = 8 + size + header[name]["data_offsets"][0]
+    data[at] = (data[at] + 1) % 128 if data[at] < 128 else data[at] - 1  # a small change in signed bytes
+    path.write_bytes(bytes(data))
+    rehash(model_dir)
+
+
+def test_builds_the_bild_pair_from_the_teacher(corpus, tmp_path, capsys):  # noqa: F811
     runs, models = tmp_path / "runs", tmp_path / "models"
     builder = Builder(runs, models, threads=1, minutes={}, recipes=TINY, train_args=("--max-steps", "4"),
                       shared_minutes={"en-de-little": 0.02})
@@ -118,3 +135,13 @@ def test_builds_the_bild_pair_from_the_teacher(corpus, tmp_path):  # noqa: F811
     pair = NativeBackend(big, threads=1), NativeBackend(little, threads=1)
     src = [[5, 6, 7, 8, 3], [9, 10, 3]]
     assert bild(*pair, src, fallback=0.0)[0] == greedy(pair[0], src)[0]
+    # a host retrained in place (other weights, the same path) does not resume the run
+    # trained over the old one (its greedy outputs are cached there, its encoder differs)
+    run = runs / "little"
+    recorded = json.loads((run / "run.json").read_text())
+    assert recorded["host"] == str(big.resolve()) and recorded["host_weights"].startswith("sha256:")
+    retrain_in_place(big)
+    assert train_shared.main(["little", str(big), "--layers", "0", "--shape", LITTLE_SHAPE,
+                              *builder._shared_data("en-de-little"), "--run", str(run),
+                              "--out", str(tmp_path / "again")]) == 1
+    assert "run.json: this run was started with other settings (host_weights)" in capsys.readouterr().out
