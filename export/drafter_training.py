@@ -34,10 +34,12 @@ def block_batch(model: Seq2Seq, batch: Batch, k: int, gen: torch.Generator):
     return ids, model.block_mask(m, k, t + k), positions, targets
 
 
-def block_loss(model: Seq2Seq, batch: Batch, k: int, label_smoothing: float, gen: torch.Generator):
-    """(summed label-smoothed loss, number of target tokens) for one batch."""
+def block_loss(model: Seq2Seq, batch: Batch, k: int, label_smoothing: float, gen: torch.Generator,
+               encoded=None):
+    """(summed label-smoothed loss, number of target tokens) for one batch. encoded:
+    (memory, keep) of batch.src when already known (a frozen host's, export/host_memory.py)."""
     ids, mask, positions, targets = block_batch(model, batch, k, gen)
-    memory, keep = model.encode(batch.src)
+    memory, keep = encoded if encoded is not None else model.encode(batch.src)
     h = model.decode_full(ids, memory, keep, mask)
     h = h[torch.arange(h.shape[0]).unsqueeze(1), positions]
     logits = model.logits(h).float()

@@ -52,6 +52,7 @@ from pyfastdec.model_dir import encoder_digest, file_digest
 from .batching import BucketBatcher
 from .calibrate import calibrate
 from .drafter_training import block_accuracy, block_loss
+from .host_memory import HostMemory
 from .modeling import LayerSpec, ModelConfig, Seq2Seq
 from .train import lr_at, rng_state, save_checkpoint, set_rng_state
 from .train_clock import TrainingClock
@@ -120,8 +121,9 @@ def trainable(model: Seq2Seq) -> list[torch.nn.Parameter]:
     return params
 
 
-def next_token_loss(model: Seq2Seq, batch, label_smoothing: float) -> tuple[torch.Tensor, int]:
-    memory, keep = model.encode(batch.src)
+def next_token_loss(model: Seq2Seq, batch, label_smoothing: float, encoded=None) -> tuple[torch.Tensor, int]:
+    """encoded: (memory, keep) of batch.src when already known (HostMemory)."""
+    memory, keep = encoded if encoded is not None else model.encode(batch.src)
     logits = model.logits(model.decode_full(batch.tgt_in, memory, keep))
     loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=model.pad,
                            label_smoothing=label_smoothing, reduction="sum")
@@ -173,6 +175,7 @@ def train(model: Seq2Seq, pairs, run: Path, args, settings: dict) -> None:
                         done_in_epoch=done_in_epoch, spent=spent, rng=rng_state(), gen=gen.get_state(),
                         settings=settings)
 
+    host_memory = HostMemory(model)
     budget, clock, smoothed = args.minutes * 60.0, TrainingClock(spent), None
     blocks = [int(k) for k in args.block_sizes.split(",")]
     model.train()
@@ -181,12 +184,13 @@ def train(model: Seq2Seq, pairs, run: Path, args, settings: dict) -> None:
         while done_in_epoch < len(batches) and spent < budget:
             for group in opt.param_groups:
                 group["lr"] = lr_at(step + 1, schedule)
-            batch = batcher.make(*batches[done_in_epoch])
+            key, idx = batches[done_in_epoch]
+            batch = batcher.make(key, idx)
             if args.kind == "drafter":  # one block size per batch, as the seed recipe draws them
                 k = blocks[random.Random(args.seed * 7919 + step).randrange(len(blocks))]
-                loss, n = block_loss(model, batch, k, args.label_smoothing, gen)
+                loss, n = block_loss(model, batch, k, args.label_smoothing, gen, host_memory.encode(idx, batch.src))
             else:
-                loss, n = next_token_loss(model, batch, args.label_smoothing)
+                loss, n = next_token_loss(model, batch, args.label_smoothing, host_memory.encode(idx, batch.src))
             opt.zero_grad(set_to_none=True)
             (loss / max(n, 1)).backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
