@@ -157,16 +157,20 @@ def speed(r: dict) -> float:
     return 1.0 / r["ms_p50"] if r["batch_size"] == LATENCY_BATCH else r["sentences_per_s"]
 
 
+CT2_STUDENT_MODEL = "en-de-attn"  # the weights CTranslate2 runs for the translation students
+
+
 def add_ratios(rows: list[dict]) -> None:
     """vs_ct2: how many times faster than CTranslate2 int8 greedy (its best setting) on
     the same workload, on the same model's weights where CTranslate2 ran them (BiLD's big
     model, uk-gec), else on en-de-attn's (the SSRU student and the heads models, which it
-    cannot run); vs_greedy: than greedy of the same system, model, precision and
-    shortlist on the same workload (the speed-up of a strategy)."""
+    cannot run; vs_ct2_model names the one); vs_greedy: than greedy of the same system,
+    model, precision and shortlist on the same workload (the speed-up of a strategy)."""
     for r in rows:
         ct2_of = dict(system="ct2", precision="int8", strategy="greedy", shortlist=False, workload=r["workload"])
-        ct2 = _find(rows, **ct2_of, model=r["model"]) or _find(rows, **ct2_of)
+        ct2 = _find(rows, **ct2_of, model=r["model"]) or _find(rows, **ct2_of, model=CT2_STUDENT_MODEL)
         r["vs_ct2_int8_greedy"] = speed(r) / speed(ct2) if ct2 else None
+        r["vs_ct2_model"] = ct2["model"] if ct2 else None
         greedy = _find(rows, system=r["system"], model=r["model"], precision=r["precision"],
                        shortlist=r["shortlist"], strategy="greedy", workload=r["workload"])
         r["vs_greedy"] = speed(r) / speed(greedy) if greedy else None

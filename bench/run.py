@@ -414,9 +414,10 @@ def main(argv=None) -> dict:
             jobs += planning.peer_jobs(plan, "torch", {"float32": float_dir})
     if "uk-gec" in prepared and "ct2" in systems:
         jobs += ct2_greedy_jobs(runner, plan, prepared["uk-gec"]["dirs"]["float32"], ct2_settings, "uk-gec", "uagec")
-    if BILD_ROLE in prepared and "ct2" in systems:
-        try:  # the big model's float32 twin (dequantised, cached), which CTranslate2 converts
-            big_float = models.precisions(prepared[BILD_ROLE]["path"], lambda: [])[0]["float32"]
+    if BILD_ROLE in prepared and "ct2" in systems and not _same_model_as_attn(prepared):
+        try:  # the big model's float32 weights (an int8 one's dequantised twin, cached), which CTranslate2 converts
+            big_float = prepared[BILD_ROLE]["dirs"].get("float32") or \
+                models.precisions(prepared[BILD_ROLE]["path"], lambda: [])[0]["float32"]
         except Exception as err:  # noqa: BLE001
             runner.skip(f"CTranslate2 on {BILD_ROLE}", f"preparing float32 failed: {err!r}")
         else:
@@ -534,6 +535,12 @@ def ct2_vmap_jobs(runner: Runner, plan, float_dir: Path, ct2_dirs: dict, choices
         runner.skip("CTranslate2 int8 with vocabulary map", f"{err}")
         return []
     return planning.ct2_jobs(plan, {"int8": vmap_dir}, choices, strategies=("greedy",), vmap=True)
+
+
+def _same_model_as_attn(prepared: dict) -> bool:
+    """BiLD's big model is en-de-attn itself, whose CTranslate2 rows the run has already."""
+    return "en-de-attn" in prepared and \
+        Path(prepared[BILD_ROLE]["path"]).resolve() == Path(prepared["en-de-attn"]["path"]).resolve()
 
 
 def ct2_greedy_jobs(runner: Runner, plan, float_dir: Path, ct2_settings: dict, model: str, dataset: str) -> list:

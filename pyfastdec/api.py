@@ -40,7 +40,7 @@ from pyfastdec.decoding.sampling import check_sampling, sample
 from pyfastdec.decoding.source_draft_length import SourceDraftLength
 from pyfastdec.default_strategy import StrategyChoice, default_strategy
 from pyfastdec.model_dir import ModelDir, ModelDirError, check_shared_encoder, is_edit_margin
-from pyfastdec.repetition_guard import loops
+from pyfastdec.repetition_guard import LoopCheck
 from pyfastdec.runtime import check_threads, default_threads
 from pyfastdec.size_limits import MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK, MAX_N_BEST, check_size
 from pyfastdec.text import Tokenizer, clean_text, cut_ids, load_tokenizer, sentences_with_ids
@@ -297,6 +297,7 @@ class Translator:
 
     _role = "translate"
     _copy_through: CopyThrough | None = None  # Corrector: writes text its outputs copied as it was
+    _loop_check: LoopCheck | None = None  # the repetition guard's, made at its first use
 
     def __init__(self, model: str | os.PathLike | None = None, drafter: str | os.PathLike | None = None,
                  threads: int | None = None, compute_type: str = "int8", shortlist: bool = True,
@@ -360,11 +361,12 @@ class Translator:
             (decoding/source_ngrams.py; raises precision, IAD still equals greedy with the
             same margin); None (default): the model's config.json "decoding.edit_margin"
             for those two algos (0 when absent), else 0.
-        repetition_guard: a Corrector's output that repeats a word or piece n-gram 3+ times
-            in a row (more than its source does) comes back as its source (repetition_guard.py:
-            a loop is never a correction); None (default): on for a Corrector's greedy and
-            IAD without target prefixes, off otherwise. The stats count such outputs
-            (loops_reverted).
+        repetition_guard: a Corrector's output that repeats a word, piece or punctuation
+            n-gram 3+ times in a row (more than its source does) comes back as its source
+            (repetition_guard.py: a loop is never a correction); per sentence, or per part
+            of a sentence too long for the model; None (default): on for a Corrector's
+            greedy and IAD without target prefixes, off otherwise. The output is then
+            greedy's with that rule. The stats count such outputs (loops_reverted).
         n_best (or num_hypotheses, CTranslate2's name): with algo "beam", up to n_best
             outputs per input, best first.
         beam_rule: when beam search stops (decoding/beam.py): "pyfastdec" (default: at
@@ -442,10 +444,10 @@ class Translator:
 
     def correct(self, texts: Sequence[str] | str, batch_size: int = 32, return_stats: bool = False,
                 edit_margin: float | None = None, repetition_guard: bool | None = None):
-        """Correct `texts` with input-guided aggressive decoding (IAD; = greedy output):
-        meant for a correction model, whose output mostly copies its input. Sentence by
-        sentence, as translate: the shipped uk-gec, given whole lines of 2-6 UA-GEC test
-        sentences, returned 736 of 946 sentences (every sentence, split first).
+        """Correct `texts` with input-guided aggressive decoding (IAD; = greedy output, then
+        the repetition guard): meant for a correction model, whose output mostly copies its
+        input. Sentence by sentence, as translate: the shipped uk-gec, given whole lines of
+        2-6 UA-GEC test sentences, returned 736 of 946 sentences (every sentence, split first).
         edit_margin: as in translate (default: the model's own, chosen on its val set).
         repetition_guard: as in translate (default: on for a Corrector)."""
         return self.translate(texts, algo="iad", batch_size=batch_size, return_stats=return_stats,
@@ -781,17 +783,20 @@ class Translator:
         return [[_Hyp([o], lp, len(o) + 1)] for o, lp in zip(outs, logps)], stats
 
     def _revert_loops(self, src: list[list[int]], outs: list[list[int]], stats: DecodeStats) -> list[list[int]]:
-        """outs, each output that loops (repetition_guard.loops) replaced by its source."""
-        starts_word = self._target_tokenizer().starts_word
-        eos = self.eos
-        reverted = []
-        for s, o in zip(src, outs):
-            source = list(s[:-1]) if s and s[-1] == eos else list(s)
-            if loops(source, o, starts_word):
-                stats.loops_reverted += 1
+        """outs, each output that loops (repetition_guard.py) replaced by its source; such
+        rows leave stats.hit_max_len (a loop usually ran to the limit; the source did not)."""
+        if self._loop_check is None:
+            self._loop_check = LoopCheck(self._target_tokenizer().piece)
+        guarded, reverted = [], set()
+        for row, (s, o) in enumerate(zip(src, outs)):
+            source = list(s[:-1]) if s and s[-1] == self.eos else list(s)
+            if self._loop_check.loops(source, o):
+                reverted.add(row)
                 o = source
-            reverted.append(o)
-        return reverted
+            guarded.append(o)
+        stats.loops_reverted += len(reverted)
+        stats.hit_max_len = [row for row in stats.hit_max_len if row not in reverted]
+        return guarded
 
     def _join(self, units: list[list[_Hyp]]) -> list[_Hyp]:
         """The n-best list of one input from those of its units: the k-th hypotheses of

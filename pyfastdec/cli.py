@@ -351,8 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep the source token unless the model's best edit beats it by M nats (higher: fewer, "
                         "surer edits; 0: plain greedy; default: the model's own, config.json decoding.edit_margin)")
     p.add_argument("--no-repetition-guard", action="store_true",
-                   help="keep corrections that repeat a word or phrase 3+ times in a row where the line does not "
-                        "(by default such a looping correction is dropped and the sentence comes back unchanged)")
+                   help="keep corrections that loop: that repeat a word, piece or punctuation n-gram (n <= 3) "
+                        "3+ times in a row, more often than the sentence does (by default such a correction is "
+                        "dropped and the sentence comes back as it was)"),
     _add_io_args(p)
     p.set_defaults(run=run_translate, role="correct")
 
@@ -652,8 +653,8 @@ def print_stats(stats: DecodeStats, lines: int, seconds: float) -> None:
           f"{stats.generated / seconds:.1f} tokens/s ({stats.generated} output tokens, EOS included); "
           f"mean accepted tokens per iteration {stats.mean_accepted:.2f} "
           f"(output tokens per iteration {stats.mean_tokens:.2f}, {stats.iterations} iterations)"
-          + (f"; {stats.loops_reverted} looping corrections dropped (sentence kept as it was)"
-             if stats.loops_reverted else ""),
+          + (f"; looping corrections dropped: {stats.loops_reverted} (those sentences, or parts of sentences "
+             f"too long for the model, kept as they were)" if stats.loops_reverted else ""),
           file=sys.stderr, flush=True)
 
 

@@ -199,7 +199,8 @@ def correct_dataset(ds: "ray.data.Dataset", model: str | os.PathLike | None = No
                     batch_size: int = 32, compute_type: str = "int8", shortlist: bool = True,
                     ship_model: bool = True, lines_per_call: Optional[int] = None) -> "ray.data.Dataset":
     """`ds` with `output_column` added: Corrector(model).correct of each row's `column`
-    (IAD, output identical to greedy); the other arguments as translate_dataset's."""
+    (IAD, output identical to greedy's, with the repetition guard on as in Corrector.correct);
+    the other arguments as translate_dataset's."""
     spec = ModelSpec("correct", None if model is None else str(model), None, threads_per_worker, compute_type,
                      shortlist)
     options = DecodeOptions("iad", batch_size=batch_size)

@@ -329,9 +329,23 @@ def test_corrector_paragraph_and_long_line(corrector, ct, tok, outputs):
         expected.append(ct.text(source.slice(start, start + len(chunk)), out))
         start += len(chunk)
     with pytest.warns(UserWarning, match="exceeds the model's max_source_len"):
-        got = corrector.correct([line], repetition_guard=False)[0]  # a chunk loops (test_repetition_guard.py)
+        got = corrector.correct([line], repetition_guard=False)[0]  # a chunk loops: see below
     assert got == " ".join(expected)
     assert {"№4,", "км³,"} <= set(got.split())
+    # with the repetition guard, each chunk whose output loops comes back as its own source
+    # text, the others as corrected (loops_in_text: test_repetition_guard.py's own check)
+    from test_repetition_guard import loops_in_text
+
+    sources, start = [], 0
+    for chunk in chunks:
+        sources.append(ct.text(source.slice(start, start + len(chunk)), chunk))
+        start += len(chunk)
+    looping = [k for k, (s, e) in enumerate(zip(sources, expected)) if loops_in_text(s, e)]
+    assert looping and len(looping) < len(chunks)
+    with pytest.warns(UserWarning, match="exceeds the model's max_source_len"):
+        guarded, stats = corrector.correct([line], return_stats=True)
+    assert guarded[0] == " ".join(s if k in looping else e for k, (s, e) in enumerate(zip(sources, expected)))
+    assert stats.loops_reverted == len(looping)
 
 
 def test_token_outputs_and_translation_are_not_copied_through(corrector):

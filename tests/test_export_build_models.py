@@ -105,15 +105,15 @@ def test_gec_shortlist_lets_every_source_piece_be_copied(tmp_path):
     assert sl.best == 20
 
 def retrain_in_place(model_dir):
-    """Other weights in the same directory, still a valid model: one int8 weight changed
-    (by one step, away from -128), checksums recorded again."""
+    """Other weights in the same directory, still a valid model: one int8 weight's lowest
+    bit flipped, checksums recorded again."""
     path = model_dir / "model.safetensors"
     data = bytearray(path.read_bytes())
     size = struct.unpack("<Q", data[:8])[0]
     header = json.loads(data[8:8 + size])
     name = next(n for n, t in header.items() if n != "__metadata__" and t["dtype"] == "I8")
     at = 8 + size + header[name]["data_offsets"][0]
-    data[at] = (data[at] + 1) % 128 if data[at] < 128 else data[at] - 1  # a small change in signed bytes
+    data[at] ^= 1
     path.write_bytes(bytes(data))
     rehash(model_dir)
 
