@@ -221,10 +221,10 @@ def main(argv=None) -> None:
         return path
 
     out_of_time = False
+    clock = TrainingClock(spent)  # wall time, less the time the process was stopped
     while not out_of_time and not (args.max_steps and step >= args.max_steps):
         epoch += 1
         model.train()
-        clock = TrainingClock(spent)  # wall time, less the time the process was stopped
         t_log, tok_log, loss_sum, loss_tok = time.time(), 0, 0.0, 0
         batches = batcher.epoch(args.seed * 100003 + epoch)
         done_batches = skip_batches
@@ -267,7 +267,7 @@ def main(argv=None) -> None:
         if partial:  # checkpointed like an epoch, so the last minutes count and can resume
             log(f"budget reached in epoch {epoch} at batch {done_batches}/{len(batches)}, step {step}")
         if clock.stalled_seconds:
-            log(f"epoch {epoch}: {clock.stalled_seconds / 60:.1f} min stopped, not charged")
+            log(f"so far {clock.stalled_seconds / 60:.1f} min stopped, not charged")
         t0 = time.time()
         val_bleu, _ = score(model, sp, val_pairs)
         history = [h for h in history if h["epoch"] != epoch]  # a resumed partial epoch is replaced
@@ -275,7 +275,7 @@ def main(argv=None) -> None:
                         "partial": partial})
         is_best = val_bleu > best_bleu
         best_bleu = max(best_bleu, val_bleu)
-        spent += time.time() - t0
+        spent = clock.add(time.time() - t0)  # the evaluation, charged whole (stops during it included)
         path = checkpoint(f"epoch{epoch}.pt", done_batches if partial else 0)
         if is_best:
             save_checkpoint(out / "best.pt", model=model.state_dict(), config=model.cfg.to_json(), step=step,

@@ -1,7 +1,7 @@
 """export.train_clock: a training budget is not charged for the time the process was stopped."""
 import pytest
 
-from export.train_clock import STALL_SECONDS, TrainingClock
+from export.train_clock import MAX_STALLS, STALL_SECONDS, TrainingClock
 
 
 class FakeTime:
@@ -53,3 +53,13 @@ def test_time_between_ticks_charged_elsewhere_is_forgotten():
     clock.add(30.0)
     run(clock, now, [1.0])
     assert clock.spent == 33.0
+
+
+def test_a_machine_that_got_slower_is_charged_after_a_few_long_steps():
+    now = FakeTime()
+    clock = TrainingClock(now=now)
+    run(clock, now, [1.0] * 10 + [60.0] * (MAX_STALLS + 3))
+    # the first MAX_STALLS long steps look like stops; the rest are charged whole
+    assert clock.spent == pytest.approx(10.0 + MAX_STALLS * 1.0 + 3 * 60.0)
+    run(clock, now, [60.0])  # now typical: no longer a stall
+    assert clock.spent == pytest.approx(10.0 + MAX_STALLS * 1.0 + 4 * 60.0)
