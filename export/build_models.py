@@ -200,10 +200,23 @@ class Builder:
         shutil.move(separate, kept)
         log(f"shared-encoder drafter over {verifier}")
         rc = train_shared.main(["drafter", str(verifier), "--init", str(kept), *self._shared_data("en-de-drafter"),
-                                "--run", str(self.runs / "shared-drafter"), "--out", str(separate)])
+                                "--run", str(self._shared_run("shared-drafter", verifier)), "--out", str(separate)])
         if rc != 0:
             raise RuntimeError(f"export.train_shared failed for {separate} (exit {rc})")
         return separate
+
+    def _shared_run(self, name: str, host: Path) -> Path:
+        """runs/<name> for export.train_shared over `host`: a run started over another host
+        (or before runs recorded their host's files) is set aside as *.stale, never
+        continued; an unfinished run over this host resumes."""
+        run = self.runs / name
+        recorded = run / "run.json"
+        if recorded.exists() and json.loads(recorded.read_text()).get("host_files") != train_shared.host_files(host):
+            stale = run.with_name(run.name + ".stale")
+            shutil.rmtree(stale, ignore_errors=True)
+            run.rename(stale)
+            log(f"{run}: started over another {host.name} (or an older build); set aside as {stale.name}")
+        return run
 
     def _shared_data(self, name: str) -> list[str]:
         """export.train_shared's data and budget arguments: the training sources, the last
@@ -217,6 +230,11 @@ class Builder:
         bytes per step are what BiLD saves), with an IBM-1 shortlist on the training pairs
         (there are no distilled targets of its own; the students' are its beam outputs)."""
         ckpt, _ = self.teacher()
+        out = self.models / BIG
+        stamp = self.runs / "models" / f"{BIG}.source.json"  # the checkpoint it was written from
+        if (out / "config.json").exists() and stamp.exists() and \
+                json.loads(stamp.read_text()) == checkpoint_identity(ckpt):
+            return out  # rewriting would change its bytes, and so every run over it
         out = self.write_int8(ckpt, BIG)
         log(f"shortlist for {BIG}")
         rc = shortlist.main(["--src", str(corpus_path("train", "en", "multi30k")),
@@ -224,6 +242,8 @@ class Builder:
                              "--spm", str(out / "spm.model"), "--out", str(out / "shortlist.bin")])
         if rc:
             raise RuntimeError(f"export.shortlist failed for {out} (exit {rc})")
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(json.dumps(checkpoint_identity(ckpt)))
         return out
 
     def little(self) -> Path:
@@ -235,7 +255,7 @@ class Builder:
         log(f"little model over {big}")
         rc = train_shared.main(["little", str(big), "--layers", "0", "--shape", LITTLE_SHAPE,
                                 *self._shared_data(LITTLE), "--threads", str(self.threads),
-                                "--run", str(self.runs / "little"), "--out", str(out)])
+                                "--run", str(self._shared_run("little", big)), "--out", str(out)])
         if rc != 0:
             raise RuntimeError(f"export.train_shared failed for {out} (exit {rc})")
         log(f"BiLD thresholds of {out.name} on val")

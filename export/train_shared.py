@@ -64,6 +64,16 @@ SETTINGS = ("kind", "host", "init", "layers", "shape", "sources", "limit", "held
             "batch_tokens", "dropout", "label_smoothing", "seed")
 
 
+def host_files(host_dir: Path) -> str:
+    """What identifies a host for a run: its config.json (activation scales, checksums),
+    weights and shortlist, not only its path. A host retrained in place (a new teacher) has
+    other greedy outputs, cached in the run, and another encoder."""
+    parts = [file_digest((host_dir / name).read_bytes()) for name in ("config.json", "model.safetensors",
+                                                                       "shortlist.bin")
+             if (host_dir / name).exists()]
+    return file_digest(" ".join(parts).encode())
+
+
 def student_config(kind: str, host: ModelConfig, init: ModelConfig, layers: list[int], block: int) -> ModelConfig:
     """The new model's config: the host's vocabulary and width, no encoder layers (it
     reads the host's), the decoder of --init (drafter) or the host's layers `layers`."""
@@ -292,11 +302,8 @@ def run(args) -> int:
         student = slimmed(student, args.shape)
     args.run.mkdir(parents=True, exist_ok=True)
     settings = {k: getattr(args, k) for k in SETTINGS if k not in ("host", "init", "sources")}
-    # The host's weights, not only its path: a host retrained in place (a new teacher) has
-    # other greedy outputs (cached in the run) and another encoder.
     settings.update(host=str(args.host.resolve()), init=str(args.init.resolve()) if args.init else None,
-                    sources=str(args.sources.resolve()),
-                    host_weights=file_digest((args.host / "model.safetensors").read_bytes()))
+                    sources=str(args.sources.resolve()), host_files=host_files(args.host))
     record_settings(args.run, settings)
 
     src = source_ids(args.sources, spm_file, host.eos, host.cfg.max_source_len, args.limit or None)

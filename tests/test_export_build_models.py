@@ -135,13 +135,21 @@ def test_builds_the_bild_pair_from_the_teacher(corpus, tmp_path, capsys):  # noq
     pair = NativeBackend(big, threads=1), NativeBackend(little, threads=1)
     src = [[5, 6, 7, 8, 3], [9, 10, 3]]
     assert bild(*pair, src, fallback=0.0)[0] == greedy(pair[0], src)[0]
+    # built again from the same teacher checkpoint: not rewritten (its bytes, and so the runs over it, stay)
+    written = (big / "model.safetensors").stat().st_mtime_ns
+    assert builder.build("en-de-big") == big and (big / "model.safetensors").stat().st_mtime_ns == written
     # a host retrained in place (other weights, the same path) does not resume the run
     # trained over the old one (its greedy outputs are cached there, its encoder differs)
     run = runs / "little"
     recorded = json.loads((run / "run.json").read_text())
-    assert recorded["host"] == str(big.resolve()) and recorded["host_weights"].startswith("sha256:")
+    assert recorded["host"] == str(big.resolve()) and recorded["host_files"] == train_shared.host_files(big)
     retrain_in_place(big)
     assert train_shared.main(["little", str(big), "--layers", "0", "--shape", LITTLE_SHAPE,
                               *builder._shared_data("en-de-little"), "--run", str(run),
                               "--out", str(tmp_path / "again")]) == 1
-    assert "run.json: this run was started with other settings (host_weights)" in capsys.readouterr().out
+    assert "run.json: this run was started with other settings (host_files)" in capsys.readouterr().out
+    # build_models sets such a run aside and trains anew over the new host
+    builder.build("en-de-little")
+    assert (runs / "little.stale" / "run.json").exists()
+    assert json.loads((run / "run.json").read_text())["host_files"] == train_shared.host_files(big)
+    assert json.loads((little / "config.json").read_text())["encoder"]["shared"] == encoder_digest(big)
