@@ -32,9 +32,10 @@ to --runs (outside the repository); only the final model directories go to --mod
                  lists itself (GEC_SHORTLIST); its edit margin chosen on val
                  (export/choose_margin.py: decoding.edit_margin, 0 unless significant)
 
-Every model except the teacher (and en-de-big, which is the teacher) is then pruned (export.prune: group lasso over heads and
-FFN units, slicing, fine-tuning on the same data, int8 again) before its shortlist,
-block size or proposal heads are made, so those are made for the pruned model.
+Every model except the teacher (and en-de-big, which is the teacher) is then pruned
+(export.prune: group lasso over heads and FFN units, slicing, fine-tuning on the same
+data, int8 again) before its shortlist, block size or proposal heads are made, so those
+are made for the pruned model.
 
 A model is written from whichever of the run's final checkpoints (averaged or best)
 scores higher on the validation set (results.json of export.train).
