@@ -153,9 +153,7 @@ class Builder:
         ckpt, teacher_dir = self.teacher()
         teacher = checkpoint_identity(ckpt)
         if meta.exists() and json.loads(meta.read_text()).get("teacher") != teacher:
-            for path in (out, meta):
-                if path.exists():
-                    path.rename(path.with_name(path.name + ".stale"))
+            set_aside(out, meta)
             log(f"{out}: made by another teacher checkpoint; set aside as *.stale")
         n_train = sum(1 for _ in corpus_lines("train", "en"))
         if meta.exists() and json.loads(meta.read_text()).get("lines") == n_train:
@@ -213,10 +211,8 @@ class Builder:
         run = self.runs / name
         recorded = run / "run.json"
         if recorded.exists() and json.loads(recorded.read_text()).get("host_files") != train_shared.host_files(host):
-            stale = run.with_name(run.name + ".stale")
-            shutil.rmtree(stale, ignore_errors=True)
-            run.rename(stale)
-            log(f"{run}: started over another {host.name} (or an older build); set aside as {stale.name}")
+            set_aside(run)
+            log(f"{run}: started over another {host.name} (or an older build); set aside as {run.name}.stale")
         return run
 
     def _shared_data(self, name: str) -> list[str]:
@@ -339,6 +335,18 @@ class Builder:
         if name == LITTLE:
             return self.little()
         return self.student(name)
+
+
+def set_aside(*paths: Path) -> None:
+    """Rename each existing file or directory to <name>.stale (replacing an older one):
+    kept for inspection, never continued."""
+    for path in paths:
+        if not path.exists():
+            continue
+        stale = path.with_name(path.name + ".stale")
+        if stale.is_dir():
+            shutil.rmtree(stale)
+        path.replace(stale)
 
 
 def corpus_lines(split: str, lang: str):

@@ -786,7 +786,7 @@ class Translator:
         """outs, each output that loops (repetition_guard.py) replaced by its source; such
         rows leave stats.hit_max_len (a loop usually ran to the limit; the source did not)."""
         if self._loop_check is None:
-            self._loop_check = LoopCheck(self._target_tokenizer().piece)
+            self._loop_check = LoopCheck(self._target_tokenizer())
         guarded, reverted = [], set()
         for row, (s, o) in enumerate(zip(src, outs)):
             source = list(s[:-1]) if s and s[-1] == self.eos else list(s)

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from pyfastdec.text import WORD_START
-
 MAX_N = 3  # n-grams of up to 3 words, or of up to 3 pieces, are checked for loops
 LOOP_COPIES = 3  # copies in a row that make a loop ("a a a", "a b a b a b")
 
@@ -67,14 +65,12 @@ def _loops_in(source: Sequence, output: Sequence, only=None) -> bool:
 
 
 class LoopCheck:
-    """loops(source, output) over ids of one vocabulary; piece(id) -> its piece text."""
+    """loops(source, output) over ids of one tokenizer's vocabulary (pyfastdec.text:
+    Tokenizer or MarianTokenizer, or anything with piece(id) and starts_word(id))."""
 
-    def __init__(self, piece: Callable[[int], str]):
-        self.piece = piece
+    def __init__(self, tokenizer):
+        self.piece, self.starts_word = tokenizer.piece, tokenizer.starts_word
         self._punctuation: dict[int, bool] = {}
-
-    def starts_word(self, token: int) -> bool:
-        return self.piece(token).startswith(WORD_START)
 
     def punctuation(self, token: int) -> bool:
         """A piece with no letter or digit in it (word-start mark aside)."""

@@ -41,13 +41,19 @@ def test_runs_match_a_brute_force_count():
 PIECES = {100: "▁a", 101: "▁b", 102: "▁c", 5: "x", 6: ",", 7: "▁:", 8: "▁—"}
 
 
-def piece(t: int) -> str:
-    return PIECES[t]
+class Pieces:
+    """A tokenizer's two calls LoopCheck makes, over PIECES."""
+
+    def piece(self, t: int) -> str:
+        return PIECES[t]
+
+    def starts_word(self, t: int) -> bool:
+        return PIECES[t].startswith("\u2581")
 
 
 def test_loops_need_three_copies_more_than_the_source_has():
     a, b, c, x, comma, colon, dash = 100, 101, 102, 5, 6, 7, 8
-    check = LoopCheck(piece)
+    check = LoopCheck(Pieces())
     assert check.loops([a, b, c], [a, b, a, b, a, b, c])  # "a b" x3 (words)
     assert not check.loops([a, b, c], [a, b, a, b, c])  # two copies: not a loop
     assert not check.loops([a, b, a, b, a, b], [a, b, a, b, a, b])  # the source repeats as much
