@@ -26,6 +26,13 @@ class Batch:
     n_src_tokens: int
     n_tgt_tokens: int
 
+    def to(self, device) -> "Batch":
+        """The same batch with its id tensors on `device` (self when they are there)."""
+        if self.src.device == torch.device(device):
+            return self
+        return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device), self.n_src_tokens,
+                     self.n_tgt_tokens)
+
 
 class BucketBatcher:
     def __init__(self, pairs: list[tuple[list[int], list[int]]], batch_tokens: int, pad: int, bos: int, eos: int):

@@ -22,15 +22,16 @@ def block_batch(model: Seq2Seq, batch: Batch, k: int, gen: torch.Generator):
     tgt = batch.tgt_out  # y + EOS, pad-padded to the bucket length T
     b, t = tgt.shape
     lengths = (tgt != model.pad).sum(1)  # len(y')
-    m = (torch.rand(b, generator=gen) * lengths).long()  # 0 .. len(y') - 1
+    m = (torch.rand(b, generator=gen).to(tgt.device) * lengths).long()  # 0 .. len(y') - 1
     padded = torch.cat([tgt, tgt.new_full((b, k), model.pad)], 1)  # [B, T+k]
     shifted = torch.cat([tgt.new_full((b, 1), model.bos), padded[:, :-1]], 1)  # column j holds y'_j
-    cols = torch.arange(t + k).unsqueeze(0)
+    cols = torch.arange(t + k, device=tgt.device).unsqueeze(0)
     ids = torch.where(cols <= m.unsqueeze(1), shifted, torch.full_like(shifted, model.pad))  # BOS + prefix
     masks = (cols > m.unsqueeze(1)) & (cols <= (m + k).unsqueeze(1))
     ids = torch.where(masks, torch.full_like(ids, model.mask_id), ids)
-    positions = (m + 1).unsqueeze(1) + torch.arange(k)
-    targets = padded.gather(1, m.unsqueeze(1) + torch.arange(k))
+    steps = torch.arange(k, device=tgt.device)
+    positions = (m + 1).unsqueeze(1) + steps
+    targets = padded.gather(1, m.unsqueeze(1) + steps)
     return ids, model.block_mask(m, k, t + k), positions, targets
 
 
@@ -41,7 +42,7 @@ def block_loss(model: Seq2Seq, batch: Batch, k: int, label_smoothing: float, gen
     ids, mask, positions, targets = block_batch(model, batch, k, gen)
     memory, keep = encoded if encoded is not None else model.encode(batch.src)
     h = model.decode_full(ids, memory, keep, mask)
-    h = h[torch.arange(h.shape[0]).unsqueeze(1), positions]
+    h = h[torch.arange(h.shape[0], device=h.device).unsqueeze(1), positions]
     logits = model.logits(h).float()
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=model.pad,
                            label_smoothing=label_smoothing, reduction="sum")

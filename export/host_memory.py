@@ -30,7 +30,7 @@ class HostMemory:
             fresh, _ = self.model.encode(src[missing])
             for r, row in zip(missing, fresh):
                 self.rows[idx[r]] = row[:lengths[r]].clone()
-        memory = torch.zeros(src.shape[0], src.shape[1], self.model.cfg.d_model)
+        memory = torch.zeros(src.shape[0], src.shape[1], self.model.cfg.d_model, device=src.device)
         for r, i in enumerate(idx):
             memory[r, :lengths[r]] = self.rows[i]
         return memory, keep

@@ -160,6 +160,8 @@ def fast_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """
     if not training or p <= 0.0:
         return x
+    if x.device.type != "cpu":  # the byte trick is a CPU cost; an accelerator's own dropout is cheap
+        return F.dropout(x, p, True)
     n = x.numel()
     words = torch.empty((n + 7) // 8, dtype=torch.int64).random_(-(2**63), 2**63 - 1)
     keep = words.view(torch.uint8)[:n].view(x.shape) >= int(round(p * 256))
@@ -584,7 +586,7 @@ class Seq2Seq(nn.Module):
             with torch.no_grad():
                 return self.host.encode(src)
         keep = src != self.pad
-        pos = torch.arange(src.shape[1]).expand_as(src)
+        pos = torch.arange(src.shape[1], device=src.device).expand_as(src)
         memory = self.encoder(self.embed_tokens(src, pos), keep[:, None, None, :])
         return memory, keep
 
@@ -593,8 +595,8 @@ class Seq2Seq(nn.Module):
         """tgt_in [B,T] starting with BOS -> hidden [B,T,d]. Causal unless self_mask is given."""
         t = tgt_in.shape[1]
         if self_mask is None:
-            self_mask = torch.ones(t, t, dtype=torch.bool).tril()[None, None]
-        pos = torch.arange(t).expand_as(tgt_in)
+            self_mask = torch.ones(t, t, dtype=torch.bool, device=tgt_in.device).tril()[None, None]
+        pos = torch.arange(t, device=tgt_in.device).expand_as(tgt_in)
         return self.decoder(self.embed_tokens(tgt_in, pos), self_mask, memory, src_keep[:, None, None, :])
 
     def forward(self, src, tgt_in, self_mask=None):
@@ -626,8 +628,8 @@ class Seq2Seq(nn.Module):
         cache them; the k mask positions attend to the whole prefix and all k masks;
         padding positions only see BOS (keeps softmax finite, their output is unused).
         """
-        i = torch.arange(length).view(1, -1, 1)
-        j = torch.arange(length).view(1, 1, -1)
+        i = torch.arange(length, device=prefix_lens.device).view(1, -1, 1)
+        j = torch.arange(length, device=prefix_lens.device).view(1, 1, -1)
         p = (prefix_lens + 1).view(-1, 1, 1)  # BOS + prefix
         causal_prefix = (i < p) & (j <= i)
         block = (i >= p) & (i < p + k) & (j < p + k)

@@ -68,11 +68,11 @@ def decode_greedy(model_dir: Path, src: list[list[int]], out: Path, shortlist: b
                   batch: int, chunk: int = 1024) -> list[list[int]]:
     """Greedy outputs of every source (ids, no EOS), one line each in `out`, continuing
     after the lines already there."""
-    from pyfastdec.backends.native import NativeBackend
-    from pyfastdec.decoding import greedy
-
     done = complete_lines(out)
-    if done < len(src):
+    if done < len(src):  # the engine is imported only when there is decoding left (a run may train elsewhere)
+        from pyfastdec.backends.native import NativeBackend
+        from pyfastdec.decoding import greedy
+
         backend = NativeBackend(model_dir, threads=threads, shortlist=shortlist)
         while done < len(src):
             part = src[done:done + chunk]

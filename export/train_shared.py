@@ -4,7 +4,7 @@ no encoder of its own (`drafter`), or BiLD's little autoregressive model (`littl
     python -m export.train_shared drafter models/en-de --init models/en-de-drafter \
         --sources ../shared/data/multi30k/train.en.gz --run /work/runs/shared-drafter \
         --out /work/runs/shared-drafter/model --minutes 40
-    python -m export.train_shared little models/en-de-attn --layers 0 \
+    python -m export.train_shared little models/en-de-big --layers 0 \
         --sources ../shared/data/multi30k/train.en.gz --run /work/runs/little \
         --out /work/runs/little/model --minutes 30
 
@@ -147,12 +147,13 @@ def next_token_accuracy(model: Seq2Seq, pairs, batch_size: int = 64) -> float:
     from .decode import pad_batch
 
     model.eval()
+    device = model.output.bias.device
     right = total = 0
     for i in range(0, len(pairs), batch_size):
         chunk = pairs[i:i + batch_size]
-        memory, keep = model.encode(pad_batch([s + [model.eos] for s, _ in chunk], model.pad))
-        tgt_in = pad_batch([[model.bos] + t for _, t in chunk], model.pad)
-        tgt_out = pad_batch([t + [model.eos] for _, t in chunk], model.pad)
+        memory, keep = model.encode(pad_batch([s + [model.eos] for s, _ in chunk], model.pad).to(device))
+        tgt_in = pad_batch([[model.bos] + t for _, t in chunk], model.pad).to(device)
+        tgt_out = pad_batch([t + [model.eos] for _, t in chunk], model.pad).to(device)
         pred = model.logits(model.decode_full(tgt_in, memory, keep)).argmax(-1)
         real = tgt_out != model.pad
         right += int((pred == tgt_out)[real].sum())
@@ -161,16 +162,18 @@ def next_token_accuracy(model: Seq2Seq, pairs, batch_size: int = 64) -> float:
 
 
 def train(model: Seq2Seq, pairs, run: Path, args, settings: dict) -> None:
-    """Until the --minutes budget (all runs together) is spent, resuming run/train.pt."""
+    """Until the --minutes budget (all runs together) is spent or --steps are done,
+    resuming run/train.pt."""
     params = trainable(model)
+    device = model.output.bias.device
     opt = torch.optim.Adam(params, lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
     batcher = BucketBatcher(pairs, args.batch_tokens, model.pad, model.bos, model.eos)
     schedule = {"lr": args.lr, "warmup": args.warmup}
     ckpt = run / "train.pt"
     step, epoch, done_in_epoch, spent = 0, 1, 0, 0.0
     gen = torch.Generator().manual_seed(args.seed)
-    if ckpt.exists():
-        saved = torch.load(ckpt, weights_only=False)
+    if ckpt.exists():  # map_location: a run may continue on another device than it started on
+        saved = torch.load(ckpt, map_location="cpu", weights_only=False)
         model.load_state_dict(saved["model"])
         opt.load_state_dict(saved["optimizer"])
         step, epoch, done_in_epoch, spent = saved["step"], saved["epoch"], saved["done_in_epoch"], saved["spent"]
@@ -187,15 +190,16 @@ def train(model: Seq2Seq, pairs, run: Path, args, settings: dict) -> None:
 
     host_memory = HostMemory(model)
     budget, clock, smoothed = args.minutes * 60.0, TrainingClock(spent), None
+    steps = args.steps or float("inf")
     blocks = [int(k) for k in args.block_sizes.split(",")]
     model.train()
-    while spent < budget:
+    while spent < budget and step < steps:
         batches = batcher.epoch(args.seed * 100003 + epoch)
-        while done_in_epoch < len(batches) and spent < budget:
+        while done_in_epoch < len(batches) and spent < budget and step < steps:
             for group in opt.param_groups:
                 group["lr"] = lr_at(step + 1, schedule)
             key, idx = batches[done_in_epoch]
-            batch = batcher.make(key, idx)
+            batch = batcher.make(key, idx).to(device)
             if args.kind == "drafter":  # one block size per batch, as the seed recipe draws them
                 k = blocks[random.Random(args.seed * 7919 + step).randrange(len(blocks))]
                 loss, n = block_loss(model, batch, k, args.label_smoothing, gen, host_memory.encode(idx, batch.src))
@@ -232,6 +236,7 @@ def write_result(model: Seq2Seq, host_dir: Path, spm_file: Path, out: Path, int8
     from .rehash import rehash
 
     model.cfg.encoder_shared = encoder_digest(host_dir)
+    model.cpu().host.cpu()  # calibration and the writer read weights as numpy arrays
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     scales = calibrate(model, pairs) if int8 else None
@@ -257,6 +262,9 @@ def main(argv=None) -> int:
     ap.add_argument("--shape", default="0,0", help="little: HEADS,FFN at most per decoder layer, the host layer's "
                     "strongest heads and FFN units kept (0: all)")
     ap.add_argument("--minutes", type=float, default=30.0, help="training budget, all runs of this --run together")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="stop after this many optimizer steps (all runs together) if --minutes last that long; "
+                         "0: --minutes alone. Steps are the same on any device, minutes are not")
     ap.add_argument("--block-sizes", default="4,6,8,10", help="drafter: block sizes, one drawn per batch")
     ap.add_argument("--block-size", type=int, default=8, help="drafter: block_size written in config.json")
     ap.add_argument("--lr", type=float, default=5e-4)
@@ -269,6 +277,9 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="use only the first N source lines (0: all)")
     ap.add_argument("--held-out", type=int, default=500, help="last N sources: evaluation only")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu",
+                    help="torch device that trains (e.g. cuda); a run may stop on one device and continue on "
+                         "another. The host's greedy outputs are decoded by the native engine, on the CPU")
     ap.add_argument("--save-every", type=int, default=100)
     ap.add_argument("--log-every", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1)
@@ -316,7 +327,9 @@ def run(args) -> int:
     pairs = [(src[i][:-1], outs[i]) for i in range(split) if len(outs[i]) + 1 <= max_len]
     held = [(src[i][:-1], outs[i]) for i in range(split, len(src))]
     log(args.run, f"{args.kind}: {len(pairs)} training pairs (the host's greedy outputs), {len(held)} held out; "
-                  f"{sum(p.numel() for p in trainable(student))} trainable parameters; budget {args.minutes:g} min")
+                  f"{sum(p.numel() for p in trainable(student))} trainable parameters; budget {args.minutes:g} min"
+                  + (f" or {args.steps} steps" if args.steps else ""))
+    student.to(args.device).host.to(args.device)  # the host is not a submodule: it moves on its own
     before = agreement(student.eval(), args.kind, held)
     train(student, pairs, args.run, args, settings)
     after = agreement(student, args.kind, held)
