@@ -2,7 +2,7 @@
 policy (pyfastdec/decoding/draft_or_plain.py) makes of drafting, next to drafting every
 iteration and to the big model's greedy decoding.
 
-    python -m bench.bild_policy [--big models/en-de-attn] [--little models/en-de-little]
+    python -m bench.bild_policy [--big models/en-de-big] [--little models/en-de-little]
         [--latency-n 500] [--n 1000] [--rounds 3] [--threads 1]
 
 bench.run measures every row in its own process, and on a shared machine a process's
@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--big", type=Path, default=REPO / "models" / "en-de-attn")
+    ap.add_argument("--big", type=Path, default=REPO / "models" / "en-de-big")
     ap.add_argument("--little", type=Path, default=REPO / "models" / "en-de-little")
     ap.add_argument("--latency-n", type=int, default=500)
     ap.add_argument("--n", type=int, default=1000)

@@ -95,7 +95,7 @@ def parse_args(argv):
     ap.add_argument("--shared-drafter", type=Path, default=_existing(DEFAULT_SHARED_DRAFTER),
                     help="GAD drafter without an encoder, reading --en-de's int8 encoder output (strategy "
                          "gad-shared; default: models/en-de-drafter, the packaged drafter, if it exists)")
-    ap.add_argument("--big", type=Path, default=REPO_ROOT / "models" / "en-de-attn",
+    ap.add_argument("--big", type=Path, default=REPO_ROOT / "models" / "en-de-big",
                     help="BiLD's big model (run at the precision it is stored in)")
     ap.add_argument("--little", type=Path, default=_existing(DEFAULT_LITTLE),
                     help="BiLD's little model, reading --big's encoder output (default: models/en-de-little if it "

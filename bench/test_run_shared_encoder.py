@@ -9,7 +9,7 @@ Two sets of models: "tiny" (trained for seconds on export/tiny_task.py's task, w
 here: an SSRU verifier with a shortlist, its shared-encoder drafter and a separate
 drafter; an attention big model with a shortlist and its little model), always run, with
 --no-draft-policy so that every lossless row drafts and accepts drafts in its timed
-passes; and "shipped": models/en-de with the shared drafter and models/en-de-attn with
+passes; and "shipped": models/en-de with the shared drafter and models/en-de-big with
 the little model, from $FASTDEC_BENCH_SHARED_DRAFTER / $FASTDEC_BENCH_LITTLE or the
 default directories bench.run looks for, skipped when absent, under the cost policies
 (what Translator runs; they may not draft at all on 6 sentences).
@@ -96,8 +96,8 @@ def shipped_models() -> dict | None:
     if not (shared.is_dir() and little.is_dir()):
         return None
     models = REPO_ROOT / "models"
-    return {"en-de": models / "en-de", "drafter": shared, "separate": models / "en-de-drafter",
-            "big": models / "en-de-attn", "little": little}
+    return {"en-de": models / "en-de", "drafter": shared, "separate": models / "en-de-drafter-separate",
+            "big": models / "en-de-big", "little": little}
 
 
 @pytest.fixture(scope="module", params=["tiny", "shipped"])

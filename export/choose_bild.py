@@ -1,7 +1,7 @@
 """Choose a BiLD little model's thresholds on validation data and write them into its
 config.json "decoding" (the defaults of `fastdec translate --algo bild / bild-lossy`).
 
-    python -m export.choose_bild models/en-de-attn models/en-de-little [--limit 500]
+    python -m export.choose_bild models/en-de-big models/en-de-little [--limit 500]
         [--fallbacks 0.3 0.5 0.7 0.9] [--rollbacks 0.5 1 2 3] [--threads 1] [--dry-run]
 
 Every candidate decodes the first --limit Multi30k val sources at batch 1 (the latency

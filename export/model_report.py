@@ -12,9 +12,9 @@ tests check token for token against the PyTorch reference) and scored with sacre
 - en-de-drafter: GAD (lossless) with en-de (whose encoder it reads) as verifier, batch 1:
   drafted tokens accepted and tokens produced per iteration (mean over iterations), and
   that the outputs equal greedy's;
-- en-de-little: BiLD with en-de-attn as the big model, batch 1: lossless at the model's
+- en-de-little: BiLD with en-de-big as the big model, batch 1: lossless at the model's
   fallback (the same per-iteration figures, outputs equal to greedy's) and lossy at its
-  lossy defaults (BLEU beside en-de-attn's greedy BLEU);
+  lossy defaults (BLEU beside en-de-big's greedy BLEU);
 - uk-gec: greedy on the UA-GEC test set against the first annotator and against both,
   next to copying the input; the share of output tokens copied from the input (tokens
   inside the longest matching blocks of input and output) and of unchanged sentences;
@@ -122,14 +122,14 @@ class Reporter:
         return result
 
     def little(self) -> dict:
-        path, big_path = self.models / "en-de-little", self.models / "en-de-attn"
+        path, big_path = self.models / "en-de-little", self.models / "en-de-big"
         little, big = NativeBackend(path, threads=self.threads), NativeBackend(big_path, threads=self.threads)
         chosen = little.config.bild or {}
         tok, src = encode(big_path, [s for s, _ in self.flickr])
         refs = [[t for _, t in self.flickr]]
         expected, _ = batched(lambda b: greedy(big, b), src, 32)
         result = {"megabytes": dir_megabytes(path), "decoding": chosen,
-                  "en-de-attn greedy BLEU": round(sacrebleu.corpus_bleu([tok.decode(o) for o in expected], refs).score, 2)}
+                  "en-de-big greedy BLEU": round(sacrebleu.corpus_bleu([tok.decode(o) for o in expected], refs).score, 2)}
         for name, kw in (("lossless", {"fallback": chosen.get("fallback", 0.5)}),
                          ("lossy", {"fallback": chosen.get("lossy_fallback", 0.5), "rollback": chosen.get("rollback", 1.0)})):
             outs, stats = batched(lambda b: bild(big, little, b, **kw), src, 1)

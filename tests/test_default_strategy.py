@@ -47,9 +47,9 @@ def test_a_model_without_heads_or_drafter_translates_greedily():
 
 
 def test_a_little_model_without_heads_runs_bild_with_greedys_output():
-    attn = Translator(MODELS / "en-de-attn", MODELS / "en-de-little", threads=1)
-    assert attn.strategy.algo == "bild" and "little model" in attn.strategy.reason
-    assert attn.translate(SOURCES) == attn.translate(SOURCES, algo="greedy")
+    big = Translator(MODELS / "en-de-big", MODELS / "en-de-little", threads=1)
+    assert big.strategy.algo == "bild" and "little model" in big.strategy.reason
+    assert big.translate(SOURCES) == big.translate(SOURCES, algo="greedy")
 
 
 def test_the_packaged_drafter_reads_en_de_s_encoder_only():
@@ -102,7 +102,7 @@ def test_cli_info_says_which_strategy_runs_and_why(alone):
     assert f"strategy of `fastdec translate -m {MODELS / 'en-de'}`: blockwise (" in done.stdout.decode()
     done = run_cli("info", "-m", str(MODELS / "en-de-attn"))
     assert f"strategy of `fastdec translate -m {MODELS / 'en-de-attn'}`: greedy (" in done.stdout.decode()
-    done = run_cli("info", "-m", str(MODELS / "en-de-attn"), "--drafter", str(MODELS / "en-de-little"))
+    done = run_cli("info", "-m", str(MODELS / "en-de-big"), "--drafter", str(MODELS / "en-de-little"))
     assert ": bild (a little model" in done.stdout.decode()
     plain = run_cli("info").stdout.decode()
     assert "strategy of `fastdec translate`: blockwise (" in plain and "strategy of `fastdec correct`: iad (" in plain

@@ -26,7 +26,7 @@ from pyfastdec.model_dir import ModelDir, ModelDirError, expected_tensors, parse
 from test_model_dir import VOCAB, WORDS, make_config, random_tensors, spm_path, train_spm, write_dir  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
-SHIPPED = ("en-de", "en-de-attn", "en-de-drafter", "en-de-drafter-separate", "en-de-little", "uk-gec")
+SHIPPED = ("en-de", "en-de-attn", "en-de-big", "en-de-drafter", "en-de-drafter-separate", "en-de-little", "uk-gec")
 
 
 def sha256(path: Path) -> str:

@@ -2,7 +2,7 @@
 GAD and GAD++ (beta 1, tau 0) with models/en-de-drafter (which reads en-de's encoder)
 give exactly greedy's outputs from models/en-de (int8, lexical shortlist, SSRU decoder)
 on 64 Multi30k test sentences at batch sizes 1, 7 and 32; so does lossless BiLD with
-models/en-de-little over models/en-de-attn (at several fallback thresholds, and with the
+models/en-de-little over models/en-de-big (at several fallback thresholds, and with the
 draft-or-plain policy); so does blockwise on en-de's own proposal heads, with every
 proposal verified, with caps that change per iteration and with the default policy, at 1
 and 2 threads; IAD gives exactly greedy's outputs from models/uk-gec on 64
@@ -69,10 +69,10 @@ def test_gad_on_the_shipped_models_is_greedy(en_de, batch_size):
 
 @pytest.fixture(scope="module")
 def bild_pair():
-    big = NativeBackend(MODELS / "en-de-attn", threads=1, shortlist=True)
+    big = NativeBackend(MODELS / "en-de-big", threads=1, shortlist=True)
     little = NativeBackend(MODELS / "en-de-little", threads=1)
     assert little.shares_encoder and big.config.quantization is not None
-    sources = encode(big, MODELS / "en-de-attn", [s for s, _ in load_pairs("test_2016_flickr", "en", "de")[:N]])
+    sources = encode(big, MODELS / "en-de-big", [s for s, _ in load_pairs("test_2016_flickr", "en", "de")[:N]])
     return big, little, sources, greedy(big, sources)[0]
 
 

@@ -5,7 +5,7 @@ PyTorch reference on all of test_2016_flickr; int8 stays within 0.5 BLEU of floa
 shortlist within 0.3 BLEU of the full vocabulary; batch 32 = one sentence at a time; 1
 thread = 2 threads.
 Decoding (issues 5, 15): GAD (beta 1, tau 0) with models/en-de-drafter, lossless BiLD with
-models/en-de-little over en-de-attn, and IAD give exactly greedy's outputs at batch sizes
+models/en-de-little over en-de-big, and IAD give exactly greedy's outputs at batch sizes
 1 and 16 (BiLD: 1 and 32), on all of test_2016_flickr and the UA-GEC test.
 
 The shipped students are int8 directories; their float32 twin is written here from the
@@ -126,8 +126,8 @@ def test_gad_is_lossless_on_the_test_set(batch_size, flickr):
 @pytest.mark.parametrize("batch_size", [1, 32])
 def test_bild_is_lossless_on_the_test_set(batch_size, flickr):
     """Lossless BiLD (the little model's own fallback, and the draft-or-plain policy)
-    equals en-de-attn's greedy output on the whole test set."""
-    path = model_path("en-de-attn")
+    equals en-de-big's greedy output on the whole test set."""
+    path = model_path("en-de-big")
     big, little = NativeBackend(path, threads=1), NativeBackend(model_path("en-de-little"), threads=1)
     src = encode(path, [s for s, _ in flickr])
     expected = decode_batches(lambda b: greedy(big, b), src, batch_size)
