@@ -4,7 +4,9 @@ probes the other after probe_every decisions (a drafting probe lasting PROBE_DRA
 decisions; twice as late after a probe that changed nothing), keeps costs per batch-size
 bucket, and compares costs as ratios of averaged
 seconds and tokens (one drafting iteration rejected at its first token must not make
-drafting look twice as dear as it runs)."""
+drafting look twice as dear as it runs). A one-sentence call is decided whole, from the
+costs of whole calls; and BiLD on a trained pair at batch 1 drafts every iteration of a
+call or none, as those costs say, with greedy's outputs either way."""
 from __future__ import annotations
 
 import pytest
@@ -62,6 +64,50 @@ def test_batch_sizes_keep_their_own_costs():
     assert decide(policy, rows=1) == "draft"  # batch 1: drafting pays
     assert decide(policy, rows=32) == "plain"  # batch 32: it does not
     assert decide(policy, rows=20) == "draft"  # 16-31 rows: a bucket not measured yet explores
+
+
+def call(policy: DraftOrPlain, tokens: int, per_token: dict[str, float], iterations: int = 3) -> str:
+    """One one-sentence call: the mode every iteration ran in; the call then reports
+    tokens * per_token[mode] seconds."""
+    policy.begin_call(1)
+    modes = {decide(policy) for _ in range(iterations)}
+    assert len(modes) == 1, modes  # decided whole
+    mode = modes.pop()
+    policy.plain_ran(1, 8, 1.0)  # measurements inside a whole call are not per-iteration costs
+    policy.drafted(1, 4, 1.0)
+    policy.end_call(tokens, tokens * per_token[mode])
+    return mode
+
+
+def test_a_one_sentence_call_is_decided_whole_from_whole_calls_costs():
+    policy = DraftOrPlain(probe_every=4)
+    # warm-ups (one-time costs, left out), then EXPLORE_CALLS of each mode, alternating
+    assert [call(policy, 10, {"draft": 1.0, "plain": 1.0}) for _ in range(2)] == ["draft", "plain"]
+    assert policy.calls.drafts == policy.calls.plains == 0
+    cheap_drafts = {"draft": 60e-6, "plain": 80e-6}
+    explored = [call(policy, 10 + i, cheap_drafts) for i in range(2 * DraftOrPlain.EXPLORE_CALLS)]
+    assert explored == ["draft", "plain"] * DraftOrPlain.EXPLORE_CALLS
+    # drafting is cheaper per token: it runs, and plain steps are probed on the 4th call,
+    # then on the 8th after it, since that probe changed nothing
+    later = [call(policy, 12, cheap_drafts) for _ in range(12)]
+    assert later == ["draft"] * 3 + ["plain"] + ["draft"] * 7 + ["plain"]
+    assert policy._bucket(1).drafts == policy._bucket(1).plains == 0  # no per-iteration cost was kept
+    # drafting grows dear: the probes of plain steps see it, and plain steps take over
+    dear_drafts = {"draft": 200e-6, "plain": 80e-6}
+    for _ in range(40):
+        call(policy, 12, dear_drafts)
+    assert [call(policy, 12, dear_drafts) for _ in range(3)] == ["plain"] * 3
+
+
+def test_calls_of_several_rows_are_decided_per_iteration():
+    policy = DraftOrPlain()
+    policy.begin_call(32)
+    explore(policy, 32, 32 * 4, 32 * 4 * 40e-6)
+    assert decide(policy, rows=32) == "plain"  # the per-iteration exploration's plain run
+    policy.plain_ran(32, 8, 32 * 8 * 10e-6)
+    assert decide(policy, rows=32) == "plain" and decide(policy, rows=1) == "draft"  # per bucket
+    policy.end_call(500, 1.0)
+    assert policy.calls.drafts == policy.calls.plains == 0
 
 
 def test_rejects_bad_settings():

@@ -179,6 +179,33 @@ def test_the_little_model_drafts_as_from_a_fresh_state(little_pairs, which, monk
     assert (batched.drafted, batched.accepted) == (sum(s.drafted for s in one), sum(s.accepted for s in one))
 
 
+def primed(cost_per_token: dict[str, float]) -> DraftOrPlain:
+    """A policy whose one-sentence calls have measured these costs (warm-ups included)."""
+    policy = DraftOrPlain()
+    for _ in range(2 + 2 * DraftOrPlain.EXPLORE_CALLS):
+        policy.begin_call(1)
+        policy.end_call(10, 10 * cost_per_token[policy.call_mode])
+    return policy
+
+
+@pytest.mark.parametrize("cheaper", ["draft", "plain"])
+def test_bild_runs_a_one_sentence_call_in_one_mode(little_pairs, cheaper):
+    """Batch 1 under the policy: a call drafts every iteration (the same iterations as
+    with no policy) or none, as the measured costs of whole calls say; greedy's output."""
+    big, little = little_pairs["int8"]
+    policy = primed({"draft": 50e-6, "plain": 80e-6} if cheaper == "draft" else {"draft": 80e-6, "plain": 50e-6})
+    for src in SOURCES[:10]:  # fewer calls than probe_every: no probe of the other mode
+        outs, stats = bild(big, little, [src], fallback=0.3, policy=policy)
+        assert outs == greedy(big, [src])[0]
+        forced = bild(big, little, [src], fallback=0.3)[1]
+        if cheaper == "draft":
+            assert (stats.iterations, stats.drafted, stats.accepted) == \
+                (forced.iterations, forced.drafted, forced.accepted)
+        else:
+            assert stats.drafted == 0 and stats.drafter_s == 0.0
+    assert policy.chosen[-10:] == [cheaper] * 10
+
+
 class PlainFirst(DraftOrPlain):
     """Plain big-model steps first (some rows finish in them), then drafting only: the
     little model's state is made late, for the rows still live, and catches up on all

@@ -24,7 +24,9 @@ replacement, or the tokens of plain greedy runs).
 
 Rows advance independently at batch > 1. A draft-or-plain policy (draft_or_plain.py)
 switches to plain greedy steps of the big model where drafting does not pay for itself
-(little steps are sequential: at large batches they may cost more than they save).
+(little steps are sequential: at large batches they may cost more than they save); a
+call of one sentence drafts or runs plain steps from start to end, as the policy's
+measurements of whole sentences say.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ from pyfastdec.backends.base import Backend, StepOut, Want
 
 from .draft_or_plain import DraftOrPlain
 from .draft_verify import _prefix_length, accept_argmax, draft_and_verify
+from .greedy import greedy
 from .result import DecodeStats
 
 MAX_ROLLBACK = math.log(64)  # the engine's largest top-k
@@ -215,7 +218,15 @@ def bild(big: Backend, little: Backend, src_ids: list[list[int]], fallback: floa
         accept, want = accept_rollback(float(rollback)), Want(argmax=False, topk=int(math.exp(rollback)))
     else:
         accept, want = accept_argmax, Want(argmax=True)
-    with stats.total():
-        source = _LittleDrafts(little, len(src_ids), float(fallback), int(max_draft), stats, policy)
-        outs = draft_and_verify(big, src_ids, source, accept, want, max_len, stats)
+    if policy is not None:
+        policy.begin_call(len(src_ids))  # one sentence is decided whole
+    if policy is not None and policy.call_mode == "plain" and rollback == 0:
+        # greedy itself, not draft_and_verify's plain steps: no setup, no drafting state
+        outs, stats = greedy(big, src_ids, max_len)
+    else:
+        with stats.total():
+            source = _LittleDrafts(little, len(src_ids), float(fallback), int(max_draft), stats, policy)
+            outs = draft_and_verify(big, src_ids, source, accept, want, max_len, stats)
+    if policy is not None:
+        policy.end_call(stats.generated, stats.total_s - stats.encoder_s)
     return outs, stats

@@ -19,12 +19,21 @@ switching cost (the little model catches up on every token the plain steps produ
 and at a call's first draft it attaches to the encoder output), which the caller leaves
 out of the measured drafting cost (drafted(steady=False)); what is compared is drafting
 as it runs once it runs; a bucket's first drafting iteration (scratch growth, cold
-caches) is left out too. Known bias (measured, not fixed): at batch 1 plain runs cover
-the start of most sentences, so drafting is probed on sentence tails, and the iteration
-that ends a sentence is never timed; the policy then values drafting above what it costs
-(en-de-attn + en-de-little: 68-88 us per token against about 30 drafting every
-iteration) and mostly runs plain steps. Outputs never depend on the choice: drafts are
-verified against the big model either way.
+caches) is left out too. That per-iteration measurement is biased at batch 1: plain
+runs cover the start of most sentences, so drafting is probed on sentence tails, and the
+iteration that ends a sentence is never timed (en-de-attn + en-de-little: 68-88 us per
+token measured against about 30 drafting every iteration, so it mostly ran plain steps).
+
+So a call of ONE sentence (batch 1, what latency-bound users run) is decided whole: the
+caller says where it begins and ends (begin_call, end_call), and the call drafts every
+iteration or runs plain (BiLD then runs greedy itself) to its end. Each mode is measured
+over whole sentences, start and end included, as seconds of decoding (the encoder left
+out) per output token: after one warm-up call of each mode, the first EXPLORE_CALLS
+calls of each alternate, then the cheaper mode runs and the other is probed on one call
+every probe_every calls (twice as far apart after each probe that changed nothing).
+bench.bild_policy, en-de-big + en-de-little, 500 test sentences at batch 1: 1.11x greedy
+(drafting every iteration 1.19x); the per-iteration policy had given 1.00x. Outputs
+never depend on the choice: drafts are verified against the big model either way.
 """
 from __future__ import annotations
 
@@ -64,6 +73,10 @@ class DraftOrPlain:
         self.run, self.probe_every, self.smoothing = run, probe_every, smoothing
         self.buckets: dict[int, _Bucket] = {}
         self.chosen: list[str] = []  # recent decisions ("draft" / "plain"), for statistics and tests
+        self.calls = _Bucket()  # whole one-sentence calls (begin_call/end_call): their costs per mode
+        self.calls.interval = probe_every
+        self.calls_warmed: set[str] = set()  # modes whose first (unmeasured) call has run
+        self.call_mode: str | None = None  # the mode of the one-sentence call under way, else None
 
     MAX_INTERVAL = 1024  # decisions between probes at most
 
@@ -74,8 +87,52 @@ class DraftOrPlain:
             b.interval = self.probe_every
         return b
 
+    EXPLORE_CALLS = 4  # one-sentence calls measured per mode before the cheaper one is kept
+    WHOLE_CALL = 1 << 30  # plain steps that run a call to its end
+
+    def begin_call(self, rows: int) -> None:
+        """A decoding call of `rows` rows begins: one row is decided whole (see the module
+        docstring); more rows are decided per iteration, by plain_steps."""
+        self.call_mode = self._call_choice() if rows == 1 else None
+
+    def end_call(self, tokens: int, seconds: float) -> None:
+        """The call begun last has ended: `tokens` output tokens (EOS included) in `seconds`
+        of decoding, the encoder left out."""
+        mode, self.call_mode = self.call_mode, None
+        if mode is None or tokens <= 0:
+            return
+        if mode not in self.calls_warmed:  # a mode's first call pays one-time costs (scratch, cold caches)
+            self.calls_warmed.add(mode)
+            return
+        self._add(self.calls, mode, seconds, tokens)
+
+    def _call_choice(self) -> str:
+        b = self.calls
+        if len(self.calls_warmed) < 2:  # one warm-up call of each mode, drafting first
+            choice = "plain" if "draft" in self.calls_warmed else "draft"
+        elif b.drafts < self.EXPLORE_CALLS or b.plains < self.EXPLORE_CALLS:
+            choice = "draft" if b.drafts <= b.plains else "plain"
+        else:
+            choice, _ = self._cheaper_or_probe(b)
+        remember(self.chosen, choice, self.KEEP_CHOSEN)
+        return choice
+
+    def _cheaper_or_probe(self, b: _Bucket) -> tuple[str, bool]:
+        """The cheaper mode of `b`, or the other one when a probe is due: (mode, probe began)."""
+        cheaper = "plain" if self.cost(b, "plain") < self.cost(b, "draft") else "draft"
+        if b.probed_from:  # a probe just ended: a probe that changed nothing makes the next one later
+            b.interval = min(2 * b.interval, self.MAX_INTERVAL) if cheaper == b.probed_from else self.probe_every
+            b.probed_from = ""
+        b.since_probe += 1
+        if b.since_probe < b.interval:
+            return cheaper, False
+        b.since_probe, b.probed_from = 0, cheaper
+        return ("draft" if cheaper == "plain" else "plain"), True
+
     def plain_steps(self, rows: int) -> int:
         """0 (draft this iteration) or the plain steps to run now, for `rows` live rows."""
+        if self.call_mode is not None:  # a one-sentence call, decided whole
+            return self.WHOLE_CALL if self.call_mode == "plain" else 0
         b = self._bucket(rows)
         if b.drafts < self.EXPLORE_DRAFTS:
             choice = "draft"
@@ -85,17 +142,9 @@ class DraftOrPlain:
             b.probing -= 1
             choice = "draft"
         else:
-            cheaper = "plain" if self.cost(b, "plain") < self.cost(b, "draft") else "draft"
-            if b.probed_from:  # a probe just ended: a probe that changed nothing makes the next one later
-                b.interval = min(2 * b.interval, self.MAX_INTERVAL) if cheaper == b.probed_from else self.probe_every
-                b.probed_from = ""
-            b.since_probe += 1
-            if b.since_probe >= b.interval:
-                b.since_probe, choice, b.probed_from = 0, ("draft" if cheaper == "plain" else "plain"), cheaper
-                if choice == "draft":
-                    b.probing = self.PROBE_DRAFTS - 1
-            else:
-                choice = cheaper
+            choice, probe = self._cheaper_or_probe(b)
+            if probe and choice == "draft":
+                b.probing = self.PROBE_DRAFTS - 1
         remember(self.chosen, choice, self.KEEP_CHOSEN)
         return self.run if choice == "plain" else 0
 
@@ -114,7 +163,7 @@ class DraftOrPlain:
     def drafted(self, rows: int, tokens: int, seconds: float) -> None:
         """A drafting iteration: little steps plus verification took `seconds` and gave
         `tokens` output tokens over `rows` rows."""
-        if tokens > 0:
+        if tokens > 0 and self.call_mode is None:  # a whole call is measured whole (end_call)
             b = self._bucket(rows)
             if b.drafts == 0 and not b.warm:  # the first drafting in a bucket pays one-time costs (scratch, caches)
                 b.warm = True
@@ -122,5 +171,5 @@ class DraftOrPlain:
             self._add(b, "draft", seconds, tokens)
 
     def plain_ran(self, rows: int, steps: int, seconds: float) -> None:
-        if steps > 0:
+        if steps > 0 and self.call_mode is None:
             self._add(self._bucket(rows), "plain", seconds, rows * steps)
