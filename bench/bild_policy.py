@@ -17,31 +17,23 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 from export.data import load_pairs
-from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import greedy
-from pyfastdec.decoding.bild import DEFAULT_FALLBACK, bild
+from pyfastdec.decoding.bild import bild
 from pyfastdec.decoding.draft_or_plain import DraftOrPlain
-from pyfastdec.text import Tokenizer
 
-REPO = Path(__file__).resolve().parents[1]
+from . import bild_pair
 
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--big", type=Path, default=REPO / "models" / "en-de-big")
-    ap.add_argument("--little", type=Path, default=REPO / "models" / "en-de-little")
+    bild_pair.add_arguments(ap)
     ap.add_argument("--latency-n", type=int, default=500)
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
-    big = NativeBackend(args.big, threads=args.threads)
-    little = NativeBackend(args.little, threads=args.threads)
-    fallback = (little.config.bild or {}).get("fallback", DEFAULT_FALLBACK)
-    tok = Tokenizer(args.big / "spm.model")
+    big, little, fallback, tok = bild_pair.load(args)
     sources = sorted((tok.encode(s) + [big.tokens["eos"]] for s, _ in load_pairs("test_2016_flickr", "en", "de")),
                      key=len)
     results = {}
