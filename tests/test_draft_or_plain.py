@@ -110,6 +110,38 @@ def test_calls_of_several_rows_are_decided_per_iteration():
     assert policy.calls.drafts == policy.calls.plains == 0
 
 
+def measured(policy: DraftOrPlain, rows: int, draft_us: float, plain_us: float) -> None:
+    explore(policy, rows, rows * 4, rows * 4 * draft_us * 1e-6)
+    policy.plain_ran(rows, 8, rows * 8 * plain_us * 1e-6)
+
+
+def test_a_call_of_several_rows_runs_plain_whole_once_plain_wins_in_every_bucket_it_passes():
+    policy = DraftOrPlain(probe_every=4)
+    for rows in (1, 2, 4, 8, 16):  # buckets 1..5: plain cheaper
+        measured(policy, rows, draft_us=90, plain_us=60)
+    policy.begin_call(32)
+    assert policy.call_mode is None  # the 32-63 rows bucket is not measured yet: per iteration
+    policy.end_call(100, 1.0)
+    measured(policy, 32, draft_us=90, plain_us=40)
+    modes = []
+    for _ in range(8):
+        policy.begin_call(32)
+        modes.append(policy.call_mode)
+        if policy.call_mode == "plain":
+            assert policy.plain_steps(32) == policy.plain_steps(3) == DraftOrPlain.WHOLE_CALL
+        policy.end_call(100, 1.0)
+    assert modes == ["plain"] * 3 + [None] + ["plain"] * 3 + [None]  # a per-iteration call in every 4
+    policy.begin_call(7)  # buckets 1..3 only
+    assert policy.call_mode == "plain"
+    policy.end_call(10, 1.0)
+    assert policy.calls.drafts == policy.calls.plains == 0  # calls of several rows are not one-row costs
+    # drafting cheaper where calls end (2-3 rows): calls are decided per iteration again
+    for _ in range(30):
+        policy.drafted(2, 2 * 4, 2 * 4 * 20e-6)
+    policy.begin_call(32)
+    assert policy.call_mode is None
+
+
 def test_rejects_bad_settings():
     for kw in ({"run": 0}, {"probe_every": 0}, {"smoothing": 0.0}, {"smoothing": 1.5}):
         with pytest.raises(ValueError, match="DraftOrPlain"):

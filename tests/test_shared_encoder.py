@@ -206,6 +206,24 @@ def test_bild_runs_a_one_sentence_call_in_one_mode(little_pairs, cheaper):
     assert policy.chosen[-10:] == [cheaper] * 10
 
 
+def test_bild_runs_a_batch_as_greedy_where_plain_steps_won_in_every_bucket(little_pairs):
+    big, little = little_pairs["int8"]
+    policy = DraftOrPlain(probe_every=3)
+    for rows in (1, 2, 4):  # buckets of 1..7 rows: plain steps cheaper
+        for _ in range(1 + DraftOrPlain.EXPLORE_DRAFTS):
+            policy.drafted(rows, rows * 4, rows * 4 * 90e-6)
+        policy.plain_ran(rows, 8, rows * 8 * 60e-6)
+    plain_runs = []  # per call: plain runs the per-iteration policy measured in the 4-7 rows bucket
+    for start in range(0, 21, 7):
+        batch, before = SOURCES[start:start + 7], policy._bucket(7).plains
+        outs, stats = bild(big, little, batch, fallback=0.3, policy=policy)
+        assert outs == greedy(big, batch)[0]
+        plain_runs.append(policy._bucket(7).plains - before)
+        if start < 14:
+            assert stats.drafted == 0 and stats.drafter_s == 0.0  # greedy itself
+    assert plain_runs[:2] == [0, 0] and plain_runs[2] > 0  # every 3rd call is decided per iteration
+
+
 class PlainFirst(DraftOrPlain):
     """Plain big-model steps first (some rows finish in them), then drafting only: the
     little model's state is made late, for the rows still live, and catches up on all

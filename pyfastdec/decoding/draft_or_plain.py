@@ -32,8 +32,16 @@ out) per output token: after one warm-up call of each mode, the first EXPLORE_CA
 calls of each alternate, then the cheaper mode runs and the other is probed on one call
 every probe_every calls (twice as far apart after each probe that changed nothing).
 bench.bild_policy, en-de-big + en-de-little, 500 test sentences at batch 1: 1.11x greedy
-(drafting every iteration 1.19x); the per-iteration policy had given 1.00x. Outputs
-never depend on the choice: drafts are verified against the big model either way.
+(drafting every iteration 1.19x); the per-iteration policy had given 1.00x.
+
+A call of several rows is decided per iteration, with one exception: once plain steps
+were measured cheaper in every bucket the call will pass through, it runs plain to its
+end (greedy itself), and only one such call in probe_every is decided per iteration, to
+keep measuring. Per-iteration decisions cost where drafting never pays: their probes,
+the switch back to drafting and the loop's own overhead made BiLD 0.80-1.03x greedy at
+batch 32 over four runs of bench.bild_policy; with whole plain calls, 1.06x and 0.94x in
+two runs (the same decisions in both: 61 drafting, 87 plain, the rest whole calls). Outputs never depend on the choice: drafts are verified against
+the big model either way.
 """
 from __future__ import annotations
 
@@ -76,7 +84,9 @@ class DraftOrPlain:
         self.calls = _Bucket()  # whole one-sentence calls (begin_call/end_call): their costs per mode
         self.calls.interval = probe_every
         self.calls_warmed: set[str] = set()  # modes whose first (unmeasured) call has run
-        self.call_mode: str | None = None  # the mode of the one-sentence call under way, else None
+        self.call_mode: str | None = None  # the mode of a call decided whole (under way), else None
+        self.call_rows = 0  # the rows the call under way began with
+        self.batch_calls_since_probe = 0  # calls of several rows run as plain since the last probe call
 
     MAX_INTERVAL = 1024  # decisions between probes at most
 
@@ -92,14 +102,37 @@ class DraftOrPlain:
 
     def begin_call(self, rows: int) -> None:
         """A decoding call of `rows` rows begins: one row is decided whole (see the module
-        docstring); more rows are decided per iteration, by plain_steps."""
-        self.call_mode = self._call_choice() if rows == 1 else None
+        docstring). More rows are decided per iteration, by plain_steps, unless plain steps
+        were measured cheaper in every batch-size bucket the call will pass through (its
+        rows finish one by one): then the call runs plain to its end too, except one call
+        in probe_every, which is decided per iteration so the buckets stay measured."""
+        self.call_rows = rows
+        if rows == 1:
+            self.call_mode = self._call_choice()
+        elif not self._plain_everywhere(rows):
+            self.call_mode = None
+        else:
+            self.batch_calls_since_probe += 1
+            probe = self.batch_calls_since_probe >= self.probe_every
+            if probe:
+                self.batch_calls_since_probe = 0
+            self.call_mode = None if probe else "plain"
+
+    def _plain_everywhere(self, rows: int) -> bool:
+        """Whether every bucket of 1..rows rows has explored both modes and found plain
+        steps cheaper."""
+        for size in range(1, rows.bit_length() + 1):
+            b = self.buckets.get(size)
+            if b is None or b.drafts < self.EXPLORE_DRAFTS or b.plains == 0 or \
+                    self.cost(b, "plain") >= self.cost(b, "draft"):
+                return False
+        return True
 
     def end_call(self, tokens: int, seconds: float) -> None:
         """The call begun last has ended: `tokens` output tokens (EOS included) in `seconds`
         of decoding, the encoder left out."""
         mode, self.call_mode = self.call_mode, None
-        if mode is None or tokens <= 0:
+        if mode is None or tokens <= 0 or self.call_rows != 1:  # whole calls of one row are measured
             return
         if mode not in self.calls_warmed:  # a mode's first call pays one-time costs (scratch, cold caches)
             self.calls_warmed.add(mode)
@@ -131,7 +164,7 @@ class DraftOrPlain:
 
     def plain_steps(self, rows: int) -> int:
         """0 (draft this iteration) or the plain steps to run now, for `rows` live rows."""
-        if self.call_mode is not None:  # a one-sentence call, decided whole
+        if self.call_mode is not None:  # a call decided whole
             return self.WHOLE_CALL if self.call_mode == "plain" else 0
         b = self._bucket(rows)
         if b.drafts < self.EXPLORE_DRAFTS:
