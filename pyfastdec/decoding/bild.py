@@ -24,9 +24,10 @@ replacement, or the tokens of plain greedy runs).
 
 Rows advance independently at batch > 1. A draft-or-plain policy (draft_or_plain.py)
 switches to plain greedy steps of the big model where drafting does not pay for itself
-(little steps are sequential: at large batches they may cost more than they save); a
-call of one sentence drafts or runs plain steps from start to end, as the policy's
-measurements of whole sentences say.
+(little steps are sequential: at large batches they may cost more than they save). The
+policy may decide a call whole: a call of one sentence drafts every iteration or runs
+greedy, as its measurements of whole sentences say, and a call of many rows runs greedy
+where plain steps have won at every batch size it will pass through.
 """
 from __future__ import annotations
 
@@ -219,7 +220,7 @@ def bild(big: Backend, little: Backend, src_ids: list[list[int]], fallback: floa
     else:
         accept, want = accept_argmax, Want(argmax=True)
     if policy is not None:
-        policy.begin_call(len(src_ids))  # one sentence is decided whole
+        policy.begin_call(len(src_ids))  # it may decide the whole call (draft_or_plain.py)
     if policy is not None and policy.call_mode == "plain" and rollback == 0:
         # greedy itself, not draft_and_verify's plain steps: no setup, no drafting state
         outs, stats = greedy(big, src_ids, max_len)

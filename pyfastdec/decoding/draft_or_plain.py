@@ -40,8 +40,9 @@ end (greedy itself), and only one such call in probe_every is decided per iterat
 keep measuring. Per-iteration decisions cost where drafting never pays: their probes,
 the switch back to drafting and the loop's own overhead made BiLD 0.80-1.03x greedy at
 batch 32 over four runs of bench.bild_policy; with whole plain calls, 1.06x and 0.94x in
-two runs (the same decisions in both: 61 drafting, 87 plain, the rest whole calls). Outputs never depend on the choice: drafts are verified against
-the big model either way.
+two runs (the same decisions in both: 61 drafting, 87 plain, the rest whole calls).
+
+Outputs never depend on the choice: drafts are verified against the big model either way.
 """
 from __future__ import annotations
 
