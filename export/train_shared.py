@@ -6,7 +6,7 @@ no encoder of its own (`drafter`), or BiLD's little autoregressive model (`littl
         --out /work/runs/shared-drafter/model --minutes 40
     python -m export.train_shared little models/en-de-big --layers 0 \
         --sources ../shared/data/multi30k/train.en.gz --run /work/runs/little \
-        --out /work/runs/little/model --minutes 30
+        --out /work/runs/little/model --steps 18300 --minutes 240 [--device cuda]
 
 HOST_DIR is the model whose encoder the new decoder reads (GAD's verifier, BiLD's big
 model). Its encoder stays frozen, bit for bit: the new model directory stores none of
@@ -26,8 +26,10 @@ the verifier accepts.
   from the host.
 What trains: the decoder layers and the output bias; the embedding stays as initialised.
 
+Training stops at --steps or after --minutes, whichever comes first, counted over every
+run of the same --run, on --device (any torch device; a run may continue on another).
 Stages, kept in --run so the same command continues where it stopped: greedy.txt (the
-host's greedy outputs), train.pt (model, optimizer, position; every --save-every steps
+host's greedy outputs; once complete, the rest needs no native engine), train.pt (model, optimizer, position; every --save-every steps
 and at the end of --minutes), log.txt, then --out (int8 when the host is, activation
 scales calibrated on the first 1,000 training pairs) and report.json (held-out
 agreement with the host's greedy outputs).
