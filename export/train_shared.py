@@ -29,10 +29,10 @@ What trains: the decoder layers and the output bias; the embedding stays as init
 Training stops at --steps or after --minutes, whichever comes first, counted over every
 run of the same --run, on --device (any torch device; a run may continue on another).
 Stages, kept in --run so the same command continues where it stopped: greedy.txt (the
-host's greedy outputs; once complete, the rest needs no native engine), train.pt (model, optimizer, position; every --save-every steps
-and at the end of --minutes), log.txt, then --out (int8 when the host is, activation
-scales calibrated on the first 1,000 training pairs) and report.json (held-out
-agreement with the host's greedy outputs).
+host's greedy outputs; once complete, the rest needs no native engine), train.pt
+(model, optimizer, position; every --save-every steps and at the end), log.txt, then
+--out (int8 when the host is, activation scales calibrated on the first 1,000 training
+pairs) and report.json (held-out agreement with the host's greedy outputs).
 """
 from __future__ import annotations
 
