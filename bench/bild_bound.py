@@ -54,7 +54,7 @@ class OracleDrafts:
         pass
 
 
-def oracle(big, src: list[list[int]], target: list[int], max_draft: int):
+def oracle(big, src: list[int], target: list[int], max_draft: int):
     """One sentence decoded with OracleDrafts over the big model's greedy output + EOS."""
     stats = DecodeStats(sentences=1)
     with stats.total():

@@ -1,14 +1,15 @@
 """The BiLD pair the BiLD benches run: --big and --little (the shipped en-de-big and
-en-de-little by default), loaded at --threads, with the little model's own lossless
-fallback."""
+en-de-little by default), loaded at --threads, with the lossless fallback Translator
+uses with that little model (bench.models.bild_defaults)."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
 from pyfastdec.backends.native import NativeBackend
-from pyfastdec.decoding.bild import DEFAULT_FALLBACK
 from pyfastdec.text import Tokenizer
+
+from .models import bild_defaults
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -23,5 +24,4 @@ def load(args) -> tuple[NativeBackend, NativeBackend, float, Tokenizer]:
     """(big, little, the little model's lossless fallback, the big model's tokenizer)."""
     big = NativeBackend(args.big, threads=args.threads)
     little = NativeBackend(args.little, threads=args.threads)
-    fallback = (little.config.bild or {}).get("fallback", DEFAULT_FALLBACK)
-    return big, little, fallback, Tokenizer(args.big / "spm.model")
+    return big, little, bild_defaults(args.little)["lossless"], Tokenizer(args.big / "spm.model")

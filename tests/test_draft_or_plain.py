@@ -5,8 +5,9 @@ decisions; twice as late after a probe that changed nothing), keeps costs per ba
 bucket, and compares costs as ratios of averaged
 seconds and tokens (one drafting iteration rejected at its first token must not make
 drafting look twice as dear as it runs). A one-sentence call is decided whole, from the
-costs of whole calls; and BiLD on a trained pair at batch 1 drafts every iteration of a
-call or none, as those costs say, with greedy's outputs either way."""
+costs of whole calls; a call of several rows runs plain whole once plain steps won in
+every bucket it passes through, but for one call in probe_every (BiLD on trained models
+under these decisions: test_shared_encoder.py)."""
 from __future__ import annotations
 
 import pytest

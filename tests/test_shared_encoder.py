@@ -10,6 +10,8 @@ export/tiny_task.py (their drafts are partly accepted, partly rejected).
 - rolling back either model's state after a rejected run continues exactly as if the
   rejected tokens had never been appended (KV caches and SSRU states);
 - lossy BiLD accepts at least what lossless BiLD does; its rule on hand-made outputs;
+- under the draft-or-plain policy, a one-sentence call drafts every iteration or runs
+  greedy, and a batch runs as greedy where plain steps won at every batch size it passes;
 - a little model or drafter whose d_model, vocabulary or encoder does not match is
   refused with the file and the field named.
 """
@@ -21,6 +23,7 @@ import shutil
 import numpy as np
 import pytest
 from test_decoding_support import EOS, TOKENS
+from test_draft_or_plain import measured
 
 from export.calibrate import calibrate
 from export.modeling import Seq2Seq
@@ -180,8 +183,10 @@ def test_the_little_model_drafts_as_from_a_fresh_state(little_pairs, which, monk
 
 
 def primed(cost_per_token: dict[str, float]) -> DraftOrPlain:
-    """A policy whose one-sentence calls have measured these costs (warm-ups included)."""
-    policy = DraftOrPlain()
+    """A policy whose one-sentence calls have measured these costs (warm-ups included).
+    Its averages take a first measurement whole and later ones at a negligible weight, so
+    the real calls' timings (this machine's) cannot move the primed choice."""
+    policy = DraftOrPlain(smoothing=1e-9)
     for _ in range(2 + 2 * DraftOrPlain.EXPLORE_CALLS):
         policy.begin_call(1)
         policy.end_call(10, 10 * cost_per_token[policy.call_mode])
@@ -210,9 +215,7 @@ def test_bild_runs_a_batch_as_greedy_where_plain_steps_won_in_every_bucket(littl
     big, little = little_pairs["int8"]
     policy = DraftOrPlain(probe_every=3)
     for rows in (1, 2, 4):  # buckets of 1..7 rows: plain steps cheaper
-        for _ in range(1 + DraftOrPlain.EXPLORE_DRAFTS):
-            policy.drafted(rows, rows * 4, rows * 4 * 90e-6)
-        policy.plain_ran(rows, 8, rows * 8 * 60e-6)
+        measured(policy, rows, draft_us=90, plain_us=60)
     plain_runs = []  # per call: plain runs the per-iteration policy measured in the 4-7 rows bucket
     for start in range(0, 21, 7):
         batch, before = SOURCES[start:start + 7], policy._bucket(7).plains
