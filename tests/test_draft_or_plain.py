@@ -141,6 +141,13 @@ def test_a_call_of_several_rows_runs_plain_whole_once_plain_wins_in_every_bucket
         policy.drafted(2, 2 * 4, 2 * 4 * 20e-6)
     policy.begin_call(32)
     assert policy.call_mode is None
+    # the same when only the last row left (the 1-row bucket) drafts cheaper
+    alone = DraftOrPlain()
+    for rows in (2, 4, 8, 16, 32):
+        measured(alone, rows, draft_us=90, plain_us=60)
+    measured(alone, 1, draft_us=40, plain_us=60)
+    alone.begin_call(32)
+    assert alone.call_mode is None
 
 
 def test_rejects_bad_settings():

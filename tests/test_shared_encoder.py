@@ -211,6 +211,24 @@ def test_bild_runs_a_one_sentence_call_in_one_mode(little_pairs, cheaper):
     assert policy.chosen[-10:] == [cheaper] * 10
 
 
+def test_a_plain_call_is_greedy_itself(little_pairs, monkeypatch):
+    """A call the policy runs plain is greedy's own loop: no draft-and-verify loop, no
+    little-model state, greedy's statistics."""
+    import pyfastdec.decoding.bild as bild_module
+
+    big, little = little_pairs["int8"]
+    policy = primed({"draft": 80e-6, "plain": 50e-6})
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a plain call ran the draft-and-verify loop")
+
+    monkeypatch.setattr(bild_module, "draft_and_verify", refused)
+    for src in SOURCES[:5]:
+        outs, stats = bild(big, little, [src], fallback=0.3, policy=policy)
+        expected, reference = greedy(big, [src])
+        assert outs == expected and (stats.iterations, stats.generated) == (reference.iterations, reference.generated)
+
+
 def test_bild_runs_a_batch_as_greedy_where_plain_steps_won_in_every_bucket(little_pairs):
     big, little = little_pairs["int8"]
     policy = DraftOrPlain(probe_every=3)
