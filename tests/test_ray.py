@@ -11,7 +11,7 @@ import pytest
 
 ray = pytest.importorskip("ray")  # the [ray] extra; these tests are slow and run with -m slow
 
-from child_python import PACKAGE_ROOT  # noqa: E402
+from child_python import NEUTRAL_CWD, PACKAGE_ROOT  # noqa: E402
 
 from pyfastdec import Translator, cli  # noqa: E402
 from pyfastdec import ray as fastdec_ray  # noqa: E402
@@ -37,7 +37,15 @@ def cluster(tmp_path_factory):
     # place), and see the test hook.
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, saved["PYTHONPATH"]) if p)
     os.environ[fastdec_ray.CRASH_ONCE_ENV] = str(crash)
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    # Ray's workers put the driver's working directory first on their sys.path: started from
+    # the checkout (after `pip install .`), they would import its source folder, which has no
+    # compiled engine. The driver starts Ray from outside the repository.
+    started_in = os.getcwd()
+    os.chdir(NEUTRAL_CWD)
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    finally:
+        os.chdir(started_in)
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield crash
     ray.shutdown()
