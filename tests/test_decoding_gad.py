@@ -93,7 +93,10 @@ def test_gad_with_a_tiny_drafter_equals_greedy(verifiers, drafters, which):
         outs, stats = gad(verifier, drafter, sources, k=k)
         assert outs == expected and stats.hit_max_len == g.hit_max_len and stats.generated == g.generated
         assert 0 < stats.accepted < stats.drafted <= k * stats.row_steps  # accepted and rejected drafts
-        assert stats.iterations < g.iterations
+        # Accepted drafts save verifier steps of their rows; the batch's iteration count
+        # is its slowest row's and need not drop (the tiny models train differently per
+        # CPU, and on an AVX2-only one the longest row gains nothing).
+        assert stats.row_steps < g.row_steps and stats.iterations <= g.iterations
     if which != "int8":  # same float32 weights: the same drafts are accepted
         assert gad(verifiers["native"], drafters["native"], sources)[1].accepted == gad(
             verifiers["torch"], drafters["torch"], sources)[1].accepted

@@ -190,6 +190,11 @@ def test_want_fields_agree_with_full_logprobs(pair):
     assert res.argmax.dtype == np.int64 and res.logprobs.dtype == np.float32
 
 
+def _cpu_has_vnni() -> bool:
+    from pyfastdec.runtime import cpu_info
+    return cpu_info()["detected"] in ("vnni", "amx")
+
+
 @pytest.mark.parametrize("variant", ["attention-pre", "ssru-post"])
 def test_int8_export_runs_and_mostly_agrees(variant, spm, tmp_path):
     model = tiny_model(seed=20, **VARIANTS[variant])
@@ -209,7 +214,10 @@ def test_int8_export_runs_and_mostly_agrees(variant, spm, tmp_path):
     print(f"\n{variant} onnx int8 vs float32: teacher-forced argmax agreement {agreement:.3f}, "
           f"max |dlogp| / max|logp| {deviation:.4f}")
     assert agreement >= 0.8
-    assert deviation <= 0.05
+    # onnxruntime's dynamic int8 multiplies u8 x s8 pairs; without VNNI (AVX2's
+    # vpmaddubsw) pair sums saturate at int16, so an AVX2-only CPU deviates more
+    # (0.087 and 0.097 measured) than a VNNI one (under 0.05).
+    assert deviation <= (0.05 if _cpu_has_vnni() else 0.15)
 
 
 def test_int8_model_directory_is_dequantised_before_export(spm, tmp_path):
