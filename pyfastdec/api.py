@@ -28,6 +28,7 @@ from typing import NamedTuple, Optional, Sequence
 import numpy as np
 
 from pyfastdec.backends.base import Backend, Want
+from pyfastdec.alternatives import check_alternatives, translate_alternatives
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.copy_through import CopyThrough, SourcePieces
 from pyfastdec.decoding import DecodeStats, beam_search, blockwise, default_max_len, gad, gad_plus, greedy, iad
@@ -35,8 +36,9 @@ from pyfastdec.decoding.beam import RULES as BEAM_RULES
 from pyfastdec.decoding.bild import DEFAULT_FALLBACK, DEFAULT_ROLLBACK, MAX_ROLLBACK, bild
 from pyfastdec.decoding.draft_or_plain import DraftOrPlain
 from pyfastdec.decoding.draft_length import AdaptiveDraftLength, DraftLengthPolicy
+from pyfastdec.decoding.logit_rules import LogitRules, check_rules, check_rules_algo, decode_with_rules
 from pyfastdec.decoding.prefix import PrefixedBackend, PrefixSource
-from pyfastdec.decoding.sampling import check_sampling, sample
+from pyfastdec.decoding.sampling import check_sampling, draw_from_logits, sample
 from pyfastdec.decoding.source_draft_length import SourceDraftLength
 from pyfastdec.default_strategy import StrategyChoice, default_strategy
 from pyfastdec.model_dir import ModelDir, ModelDirError, check_shared_encoder, is_edit_margin
@@ -263,6 +265,8 @@ class _Options:
     fallback: float = 0.0  # bild: the little model drafts while its top-1 probability is >= this
     rollback: float = 0.0  # bild-lossy: nats a little token may be from the big model (decoding/bild.py)
     repetition_guard: bool = False  # Corrector: a looping output comes back as its source (repetition_guard.py)
+    topp: float = 1.0  # sampling: the nucleus (decoding/sampling.py)
+    rules: LogitRules = LogitRules()  # repetition penalty, no-repeat n-grams, min length (decoding/logit_rules.py)
 
 
 class ScoredOutput(NamedTuple):
@@ -335,7 +339,9 @@ class Translator:
                   length_penalty: float = 1.0, num_hypotheses: int | None = None, sampling_topk: int = 1,
                   sampling_temperature: float = 1.0, sampling_seed: int | None = None, beam_rule: str = "pyfastdec",
                   edit_margin: float | None = None, fallback: float | None = None, rollback: float | None = None,
-                  repetition_guard: bool | None = None):
+                  repetition_guard: bool | None = None, sampling_topp: float = 1.0,
+                  repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0, min_decoding_length: int = 0,
+                  return_alternatives: bool = False):
         """Translate `texts` (a list of inputs, or one string) in input order.
 
         An input is raw text (str), or a list of sentencepiece pieces, or a list of token
@@ -378,7 +384,16 @@ class Translator:
             step from the temperature-scaled distribution over the topk best tokens (0:
             all); 1 (default) is greedy. A seed makes a call reproducible (each sentence
             draws from its own generator, so batching does not change it); None draws a
-            fresh one.
+            fresh one. sampling_topp < 1: draw from the nucleus only (decoding/sampling.py).
+        repetition_penalty, no_repeat_ngram_size, min_decoding_length: CTranslate2's
+            (decoding/logit_rules.py; min_decoding_length counts the target prefix, as
+            max_decoding_length does, in both): greedy decoding or sampling with these rules;
+            lossless strategies then run greedy with them (their output is greedy's),
+            lossy ones and beam search refuse them.
+        return_alternatives: the num_hypotheses (n_best) most likely tokens at the first
+            position after the target prefix (EOS excluded), each continued by the call's
+            decoding: a list of up to n_best outputs per input, in that order
+            (alternatives.py).
         Returns one output per input; with n_best > 1 a list of up to n_best outputs per
         input, best first; with return_scores every output becomes (output, score). With
         return_stats the result is (outputs, DecodeStats) summed over the batches.
@@ -395,10 +410,18 @@ class Translator:
         single = isinstance(texts, str)
         items = [texts] if single else list(texts)
         prefixes = None if target_prefix is None else [target_prefix] if single else target_prefix
+        alternatives = 0
+        if return_alternatives:  # n_best alternatives, each one decoding's single output
+            alternatives, n_best, num_hypotheses = check_alternatives(n_best, num_hypotheses), 1, None
         opts = self._options(algo, beam_size, batch_size, n_best, return_scores, block, beta, tau,
                              max_decoding_length, length_penalty, num_hypotheses, sampling_topk,
                              sampling_temperature, sampling_seed, beam_rule, edit_margin, prefixes,
-                             fallback, rollback, repetition_guard)
+                             fallback, rollback, repetition_guard, sampling_topp, repetition_penalty,
+                             no_repeat_ngram_size, min_decoding_length)
+        if alternatives:
+            result, stats = translate_alternatives(self, items, prefixes, alternatives, opts)
+            result = result[0] if single else result
+            return (result, stats) if return_stats else result
         hyps, kinds, stats, splits = self._run(items, prefixes, opts)
         for warning in splits:
             warnings.warn(warning, stacklevel=2)
@@ -420,6 +443,12 @@ class Translator:
         result = [[ScoredOutput(self._output(h, kind), h.logprob, h.positions, self._score(h, opts))
                    for h in hs[:opts.n_best]] for hs, kind in zip(hyps, kinds)]
         return (result, stats) if return_stats else result
+
+    def score_batch(self, source: Sequence, target: Sequence, batch_size: int = 32):
+        """CTranslate2's score_batch: per (source, target) pair a ScoringResult, the target's
+        tokens then EOS and the log-prob of each under the model (scoring.py)."""
+        from pyfastdec.scoring import score_batch
+        return score_batch(self, source, target, batch_size)
 
     def translate_iterable(self, inputs, target_prefix=None, batch_size: int = 32, read_ahead: int = 4,
                            **options):
@@ -458,15 +487,18 @@ class Translator:
                  beta=1, tau=0.0, max_decoding_length=None, length_penalty=1.0, num_hypotheses=None,
                  sampling_topk=1, sampling_temperature=1.0, sampling_seed=None, beam_rule="pyfastdec",
                  edit_margin=None, target_prefix=None, fallback=None, rollback=None,
-                 repetition_guard=None) -> _Options:
+                 repetition_guard=None, sampling_topp=1.0, repetition_penalty=1.0, no_repeat_ngram_size=0,
+                 min_decoding_length=0) -> _Options:
         """The checked options of one call; ValueError/TypeError naming the bad one."""
         if num_hypotheses is not None:
             if n_best != 1 and n_best != num_hypotheses:
                 raise ValueError(f"n_best={n_best} and num_hypotheses={num_hypotheses}: two names for the same "
                                  f"option, give one")
             n_best = num_hypotheses
-        check_sampling(sampling_topk, sampling_temperature, self.verifier.vocab_size)
+        check_sampling(sampling_topk, sampling_temperature, self.verifier.vocab_size, sampling_topp)
         sampling = sampling_topk != 1
+        rules = check_rules(repetition_penalty, no_repeat_ngram_size, min_decoding_length,
+                            max_decoding_length if isinstance(max_decoding_length, (int, np.integer)) else None)
         if algo is None:
             algo = "beam" if beam_size > 1 else "sample" if sampling else self.strategy.algo
         elif sampling:
@@ -474,6 +506,9 @@ class Translator:
                 raise ValueError(f"sampling_topk={sampling_topk}: random sampling is greedy-style; it needs "
                                  f"algo 'greedy' (or none), got {algo!r}")
             algo = "sample"
+        if rules.active:  # _decode_rows then runs greedy (or sampling) with the rules
+            check_rules_algo(algo, edit_margin)
+            edit_margin = 0.0
         if algo == "sample" and beam_size > 1:
             raise ValueError(f"sampling_topk={sampling_topk} with beam_size={beam_size}: sampling draws one "
                              f"token per step; use beam_size=1")
@@ -498,7 +533,7 @@ class Translator:
                         None if max_decoding_length is None else int(max_decoding_length), float(length_penalty),
                         int(sampling_topk), float(sampling_temperature), seed, beam_rule,
                         self._edit_margin(algo, edit_margin, target_prefix), *self._bild(algo, fallback, rollback),
-                        self._repetition_guard(algo, repetition_guard, target_prefix))
+                        self._repetition_guard(algo, repetition_guard, target_prefix), float(sampling_topp), rules)
 
     def _repetition_guard(self, algo: str, guard, target_prefix) -> bool:
         """Whether a call reverts looping outputs to their sources: a correction rule, on by
@@ -751,9 +786,16 @@ class Translator:
             if prefixed:  # the search normalised by the length after the prefix; rank by the whole output's
                 hyps = [sorted(h, key=lambda x: -self._score(x, opts)) for h in hyps]
             return hyps, stats
-        if algo == "sample":
+        if opts.rules.active:  # greedy (also for a lossless algo) or sampling, the rules applied to each step
+            pick = None
+            if algo == "sample":
+                rngs = [np.random.default_rng([opts.seed, *key]) for key in seeds]
+                pick = lambda row, logits: draw_from_logits(rngs[row], logits, opts.topk, opts.temperature,  # noqa: E731
+                                                            opts.topp)
+            outs, stats = decode_with_rules(verifier, src, opts.rules, max_len, pick)
+        elif algo == "sample":
             outs, stats = sample(verifier, src, [[opts.seed, *key] for key in seeds], opts.topk,
-                                 opts.temperature, max_len)
+                                 opts.temperature, max_len, topp=opts.topp)
         elif algo == "greedy":
             outs, stats = greedy(verifier, src, max_len, edit_margin=opts.edit_margin)
         elif algo == "iad":
