@@ -36,9 +36,9 @@ from pyfastdec.decoding.beam import RULES as BEAM_RULES
 from pyfastdec.decoding.bild import DEFAULT_FALLBACK, DEFAULT_ROLLBACK, MAX_ROLLBACK, bild
 from pyfastdec.decoding.draft_or_plain import DraftOrPlain
 from pyfastdec.decoding.draft_length import AdaptiveDraftLength, DraftLengthPolicy
-from pyfastdec.decoding.logit_rules import LogitRules, check_rules, check_rules_algo, decode_with_rules
+from pyfastdec.decoding.logit_rules import LogitRules, RuledBackend, check_rules, check_rules_algo
 from pyfastdec.decoding.prefix import PrefixedBackend, PrefixSource
-from pyfastdec.decoding.sampling import check_sampling, draw_from_logits, sample
+from pyfastdec.decoding.sampling import check_sampling, sample
 from pyfastdec.decoding.source_draft_length import SourceDraftLength
 from pyfastdec.default_strategy import StrategyChoice, default_strategy
 from pyfastdec.model_dir import ModelDir, ModelDirError, check_shared_encoder, is_edit_margin
@@ -387,9 +387,10 @@ class Translator:
             fresh one. sampling_topp < 1: draw from the nucleus only (decoding/sampling.py).
         repetition_penalty, no_repeat_ngram_size, min_decoding_length: CTranslate2's
             (decoding/logit_rules.py; min_decoding_length counts the target prefix, as
-            max_decoding_length does, in both): greedy decoding or sampling with these rules;
-            lossless strategies then run greedy with them (their output is greedy's),
-            lossy ones and beam search refuse them.
+            max_decoding_length does, in both): greedy decoding, beam search or sampling
+            from the ruled distribution, whose log-probs the scores then sum (as
+            CTranslate2's); lossless strategies run greedy with them in their place (their
+            output is greedy's), the lossy ones refuse them.
         return_alternatives: the num_hypotheses (n_best) most likely tokens at the first
             position after the target prefix (EOS excluded), each continued by the call's
             decoding: a list of up to n_best outputs per input, in that order
@@ -506,7 +507,7 @@ class Translator:
                 raise ValueError(f"sampling_topk={sampling_topk}: random sampling is greedy-style; it needs "
                                  f"algo 'greedy' (or none), got {algo!r}")
             algo = "sample"
-        if rules.active:  # _decode_rows then runs greedy (or sampling) with the rules
+        if rules.active:  # _decode_rows rules every step (RuledBackend)
             check_rules_algo(algo, edit_margin)
             edit_margin = 0.0
         if algo == "sample" and beam_size > 1:
@@ -771,6 +772,9 @@ class Translator:
             drafter = None if drafter is None else PrefixedBackend(drafter)
         prefixes = [getattr(s, "target_prefix", []) for s in src]
         algo = opts.algo
+        if opts.rules.active:  # every step's distribution ruled; lossless strategies: greedy in their place
+            verifier = RuledBackend(verifier, opts.rules)
+            algo = algo if algo in ("beam", "sample") else "greedy"
         if algo == "beam":
             results, stats = beam_search(verifier, src, beam_size=opts.beam_size, nbest=opts.n_best,
                                          alpha=opts.length_penalty, max_len=max_len, rule=opts.beam_rule)
@@ -786,14 +790,7 @@ class Translator:
             if prefixed:  # the search normalised by the length after the prefix; rank by the whole output's
                 hyps = [sorted(h, key=lambda x: -self._score(x, opts)) for h in hyps]
             return hyps, stats
-        if opts.rules.active:  # greedy (also for a lossless algo) or sampling, the rules applied to each step
-            pick = None
-            if algo == "sample":
-                rngs = [np.random.default_rng([opts.seed, *key]) for key in seeds]
-                pick = lambda row, logits: draw_from_logits(rngs[row], logits, opts.topk, opts.temperature,  # noqa: E731
-                                                            opts.topp)
-            outs, stats = decode_with_rules(verifier, src, opts.rules, max_len, pick)
-        elif algo == "sample":
+        if algo == "sample":
             outs, stats = sample(verifier, src, [[opts.seed, *key] for key in seeds], opts.topk,
                                  opts.temperature, max_len, topp=opts.topp)
         elif algo == "greedy":
@@ -819,7 +816,8 @@ class Translator:
         outs = [list(p) + o for p, o in zip(prefixes, outs)]
         if opts.repetition_guard:  # no prefixes here (_repetition_guard)
             outs = self._revert_loops(src, outs, stats)
-        logps = (forced_scores(self.verifier, [list(s) for s in src], outs, stats.hit_max_len) if opts.scores
+        scorer = RuledBackend(self.verifier, opts.rules) if opts.rules.active else self.verifier
+        logps = (forced_scores(scorer, [list(s) for s in src], outs, stats.hit_max_len) if opts.scores
                  else [0.0] * len(outs))
         # len + 1 even for rows cut at max_len (no EOS scored), as beam search normalises them
         return [[_Hyp([o], lp, len(o) + 1)] for o, lp in zip(outs, logps)], stats

@@ -1,6 +1,7 @@
 """The CTranslate2 options Translator gained last (issue 27, item 22) against CTranslate2
 itself on the same weights: repetition_penalty, no_repeat_ngram_size and
-min_decoding_length (greedy: the same tokens), return_alternatives (the same
+min_decoding_length (greedy and beam search: the same tokens and scores; sampling: only
+what they allow), return_alternatives (the same
 hypotheses), score_batch (the same per-token log-probs), sampling_topp (the same
 nucleus: samples of both engines and the exact nucleus distribution computed from the
 PyTorch model); the lossless strategies with these rules against greedy with them; one
@@ -78,6 +79,38 @@ def test_rules_give_ctranslate2s_greedy_tokens(engines, option):
     assert got == want
     plain = ours.translate(srcs, algo="greedy", max_decoding_length=MAX_LEN)
     assert sum(g != p for g, p in zip(got, plain)) >= 5  # the option changed outputs
+
+
+@pytest.mark.parametrize("option", [dict(repetition_penalty=1.6), dict(no_repeat_ngram_size=2),
+                                    dict(min_decoding_length=8)])
+def test_rules_give_ctranslate2s_beam_tokens_and_scores(engines, option):
+    """Beam search ranks by the ruled log-probs, as CTranslate2's does (its search and
+    ours agree on this model without rules too); scores sum them (length_penalty 0:
+    the plain sums), greedy's as well."""
+    ours, ct2, _, pieces = engines
+    srcs = [as_pieces(pieces, s) for s in repetitive_sources(40, seed=1)]
+    common = dict(max_decoding_length=MAX_LEN, return_scores=True, length_penalty=0.0)
+    for beam in (1, 4):
+        got = ours.translate(srcs, beam_size=beam, algo="greedy" if beam == 1 else "beam", **common, **option)
+        want = ct2.translate_batch(srcs, beam_size=beam, **common, **{"min_decoding_length": 0, **option})
+        assert [g[0] for g in got] == [w.hypotheses[0] for w in want]
+        np.testing.assert_allclose([g[1] for g in got], [w.scores[0] for w in want], rtol=0, atol=1e-4)
+    plain = ours.translate(srcs, beam_size=4, max_decoding_length=MAX_LEN)
+    assert sum(g[0] != p for g, p in zip(got, plain)) >= 5
+
+
+def test_sampling_with_rules_draws_only_what_they_allow(engines):
+    ours, _, _, pieces = engines
+    srcs = [as_pieces(pieces, s) for s in repetitive_sources(60, seed=9)]
+    got = ours.translate(srcs, sampling_topk=0, sampling_temperature=2.0, sampling_seed=3, no_repeat_ngram_size=1,
+                         min_decoding_length=4, max_decoding_length=MAX_LEN)
+    assert all(len(o) >= 4 and len(set(o)) == len(o) for o in got)  # no token twice, no EOS before 4
+    alone = ours.translate(srcs, sampling_topk=0, sampling_temperature=2.0, sampling_seed=3, no_repeat_ngram_size=1,
+                           min_decoding_length=4, max_decoding_length=MAX_LEN, batch_size=1)
+    assert alone == got  # each row draws from its own generator, as without rules
+    unruled = ours.translate(srcs, sampling_topk=0, sampling_temperature=2.0, sampling_seed=3,
+                             max_decoding_length=MAX_LEN)
+    assert any(len(set(o)) < len(o) for o in unruled)
 
 
 def test_min_decoding_length_gives_ctranslate2s_greedy_tokens(engines):
@@ -193,7 +226,6 @@ def test_lossless_strategies_with_rules_return_greedy_with_the_rules(with_drafte
     (dict(min_decoding_length=-2), "min_decoding_length"),
     (dict(min_decoding_length=8, max_decoding_length=4), "min_decoding_length=8 exceeds max_decoding_length=4"),
     (dict(sampling_topk=5, sampling_topp=0.0), "sampling_topp"), (dict(sampling_topp=1.5), "sampling_topp"),
-    (dict(repetition_penalty=1.2, beam_size=3), "algo 'beam'"),
     (dict(no_repeat_ngram_size=2, algo="gad++", beta=2), "algo 'gad++'"),
     (dict(return_alternatives=True, num_hypotheses=0), "num_hypotheses"),
 ])

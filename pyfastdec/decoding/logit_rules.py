@@ -12,27 +12,24 @@ before it picks a token, and what this module does the same way:
   is lost by the log-softmax, so the backend returns raw logits (Want.logits).
 - no_repeat_ngram_size n: a token that would complete an n-gram already in the sequence
   (prefix included) is disabled; n = 1 disables every token already there.
-A disabled token gets -inf (CTranslate2: the lowest float), then the token is picked
-from the result: its argmax (greedy), or a draw (sampling.draw: top-k, temperature,
-top-p). A row with every token disabled ends (EOS), which CTranslate2 never meets on
-real vocabularies either.
+A disabled token gets -inf (CTranslate2: the lowest float); the log-softmax of the
+result is what greedy picks the argmax of, beam search ranks by, sampling draws from
+and scores sum (RuledBackend). A row with every token disabled ends (EOS), which
+CTranslate2 never meets on real vocabularies either.
 
 These rules change which token greedy picks, so no drafting strategy can return
-greedy's own output with them: Translator runs greedy (or sampling) with the rules in
-their place (decode_with_rules), one step per token.
+greedy's own output with them: Translator runs greedy with the rules in their place.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from pyfastdec.backends.base import Backend, Want
+from pyfastdec.backends.base import Backend, StepOut, Want
 
-from .greedy import token_by_token
-from .result import DecodeStats
 
 
 @dataclass(frozen=True)
@@ -80,45 +77,99 @@ def check_rules(repetition_penalty, no_repeat_ngram_size, min_decoding_length,
     return LogitRules(float(repetition_penalty), int(no_repeat_ngram_size), int(min_decoding_length))
 
 
-def greedy_pick(logits: np.ndarray, eos: int) -> int:
-    """The argmax of ruled logits; EOS when every token is disabled."""
-    best = int(np.argmax(logits))
-    return best if np.isfinite(logits[best]) else eos
+class _Memory:
+    def __init__(self, inner, prefixes: list[list[int]]):
+        self.inner, self.prefixes = inner, prefixes
 
 
-def decode_with_rules(backend: Backend, src_ids: list, rules: LogitRules,
-                      max_len: int | Sequence[int] | None,
-                      pick: Callable[[int, np.ndarray], int] | None = None) -> tuple[list[list[int]], DecodeStats]:
-    """Greedy (or, with `pick(row, logits)`, sampled) outputs under `rules`, one token per
-    step per row: ids without BOS/EOS and statistics, as greedy returns them. Rows may
-    carry a target prefix (decoding/prefix.py: a PrefixSource on a PrefixedBackend); the
-    rules see it before the row's output."""
-    eos = backend.tokens["eos"]
-    prefixes = [list(getattr(s, "target_prefix", ())) for s in src_ids]
-    pick = pick or (lambda row, logits: greedy_pick(logits, eos))
-    outputs: list[list[list[int]]] = []  # token_by_token's outputs so far, seen through want
+class _State:
+    def __init__(self, inner, seqs: list[list[int]], fresh: np.ndarray):
+        # seqs: each row's tokens so far (target prefix, then what was fed after BOS);
+        # fresh: the row has not stepped yet (the token it is fed first is BOS, not output)
+        self.inner, self.seqs, self.fresh = inner, seqs, fresh
 
-    def want(live: np.ndarray, outs: list[list[int]]) -> Want:
-        if not outputs:
-            outputs.append(outs)
-        return Want(argmax=False, logits=True)
 
-    def choose(out, live: np.ndarray) -> list[int]:
-        outs = outputs[0]
-        return [pick(i, rules.apply(out.logits[r, 0], prefixes[i] + outs[i], eos)) for r, i in enumerate(live.tolist())]
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    top = x.max()
+    return (x - top - np.log(np.sum(np.exp(x - top), dtype=np.float64))).astype(np.float32)
 
-    return token_by_token(backend, src_ids, max_len, want, choose)
+
+class RuledBackend:
+    """`backend` whose every step's distribution has the rules applied: the log-probs,
+    top-k and argmax it returns are those of the ruled logits, as CTranslate2 ranks and
+    samples from them. Greedy, beam search, sampling and teacher-forced scoring run on it
+    unchanged: it follows each row's tokens through step and select (a row's sequence
+    starts with its target prefix, decoding/prefix.py's PrefixSource). Strategies that
+    roll back (truncate) or draft do not run on it: Translator runs greedy in their place."""
+
+    def __init__(self, backend: Backend, rules: LogitRules):
+        self.backend, self.rules = backend, rules
+
+    def __getattr__(self, name):  # everything not overridden here is the backend's
+        return getattr(self.backend, name)
+
+    def encode(self, src_ids: list) -> _Memory:
+        return _Memory(self.backend.encode(src_ids), [[int(t) for t in getattr(s, "target_prefix", ())]
+                                                      for s in src_ids])
+
+    def start(self, memory: _Memory) -> _State:
+        rows = len(memory.prefixes)
+        return _State(self.backend.start(memory.inner), [list(p) for p in memory.prefixes], np.ones(rows, dtype=bool))
+
+    def select(self, state_or_memory, rows: np.ndarray):
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if isinstance(state_or_memory, _State):
+            s = state_or_memory
+            return _State(self.backend.select(s.inner, rows), [list(s.seqs[r]) for r in rows], s.fresh[rows])
+        m = state_or_memory
+        return _Memory(self.backend.select(m.inner, rows), [m.prefixes[r] for r in rows])
+
+    def truncate(self, state, lengths):
+        raise ValueError("repetition_penalty, no_repeat_ngram_size, min_decoding_length: strategies that roll "
+                         "back positions do not run with them (Translator runs greedy in their place)")
+
+    def step(self, state: _State, tokens: np.ndarray, want: Want = Want()) -> StepOut:
+        if want.proposals is not None or want.keep_ids is not None:
+            raise ValueError("repetition_penalty, no_repeat_ngram_size, min_decoding_length: drafting and the "
+                             "edit-margin rule do not run with them")
+        tokens = np.asarray(tokens, dtype=np.int64)
+        logits = self.backend.step(state.inner, tokens, Want(argmax=False, logits=True)).logits
+        rows, n = tokens.shape
+        eos = self.tokens["eos"]
+        logp = np.empty(logits.shape, dtype=np.float32)
+        for r in range(rows):
+            fed = tokens[r, 1:].tolist() if state.fresh[r] else tokens[r].tolist()
+            skip = 1 if state.fresh[r] else 0  # position j has seen fed[:j + 1 - skip]
+            for j in range(n):
+                x = self.rules.apply(logits[r, j], state.seqs[r] + fed[:j + 1 - skip], eos)
+                if not np.isfinite(x).any():  # every token disabled: the row ends
+                    x[eos] = 0.0
+                logp[r, j] = _log_softmax(x)
+            state.seqs[r] = state.seqs[r] + fed
+        state.fresh[:] = False
+        out = StepOut()
+        if want.argmax:
+            out.argmax = logp.argmax(axis=-1).astype(np.int64)
+        if want.topk:
+            best = np.argsort(-logp, axis=-1, kind="stable")[..., :want.topk]
+            out.topk_ids, out.topk_logprobs = best.astype(np.int64), np.take_along_axis(logp, best, axis=-1)
+        if want.ids is not None:
+            ids = np.asarray(want.ids, dtype=np.int64)
+            out.id_logprobs = np.take_along_axis(logp, ids[..., None], axis=-1)[..., 0]
+        if want.logprobs:
+            out.logprobs = logp
+        return out
 
 
 def check_rules_algo(algo: str, edit_margin) -> None:
-    """ValueError unless a call with active rules can run them: greedy and sampling do,
-    and the lossless strategies run greedy with them in their place (their output is
-    greedy's, so with the rules it must be greedy's with the rules: Translator routes
-    every such call to decode_with_rules). Beam search and the lossy strategies refuse."""
-    if algo in ("beam", "gad++", "bild-lossy"):
+    """ValueError unless a call with active rules can run them: greedy, beam search and
+    sampling do, and the lossless strategies run greedy with them in their place (their
+    output is greedy's, so with the rules it must be greedy's with the rules). The lossy
+    strategies refuse."""
+    if algo in ("gad++", "bild-lossy"):
         raise ValueError(f"repetition_penalty, no_repeat_ngram_size and min_decoding_length apply to greedy "
-                         f"decoding, sampling and the lossless strategies (which then run greedy), got algo "
-                         f"{algo!r}" + (" (beam_size > 1)" if algo == "beam" else ""))
+                         f"decoding, beam search, sampling and the lossless strategies (which then run greedy), "
+                         f"got algo {algo!r}")
     if edit_margin:
         raise ValueError(f"edit_margin={edit_margin} with repetition_penalty, no_repeat_ngram_size or "
                          f"min_decoding_length: the edit-margin rule does not combine with them; give one or the other")

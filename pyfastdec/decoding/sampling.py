@@ -51,16 +51,6 @@ def draw(rng: np.random.Generator, ids: np.ndarray, logp: np.ndarray, temperatur
     return int(ids[rng.choice(len(p), p=p)])
 
 
-def draw_from_logits(rng: np.random.Generator, logits: np.ndarray, topk: int, temperature: float,
-                     topp: float) -> int:
-    """A token id drawn from full-vocabulary logits [V] (decoding/logit_rules.py's ruled
-    ones) as sample draws from the engine's: top-k, temperature, top-p."""
-    if topk == 1:
-        return int(np.argmax(logits))
-    ids = np.argsort(-logits, kind="stable")[:topk] if topk else np.arange(len(logits))
-    return draw(rng, ids, logits[ids], temperature, topp)
-
-
 def sample(backend: Backend, src_ids: list[list[int]], seeds: Sequence, topk: int = 0,
            temperature: float = 1.0, max_len: int | Sequence[int] | None = None, topp: float = 1.0
            ) -> tuple[list[list[int]], DecodeStats]:
