@@ -489,8 +489,11 @@ class Translator:
                  sampling_topk=1, sampling_temperature=1.0, sampling_seed=None, beam_rule="pyfastdec",
                  edit_margin=None, target_prefix=None, fallback=None, rollback=None,
                  repetition_guard=None, sampling_topp=1.0, repetition_penalty=1.0, no_repeat_ngram_size=0,
-                 min_decoding_length=0) -> _Options:
+                 min_decoding_length=0, return_alternatives=False) -> _Options:
         """The checked options of one call; ValueError/TypeError naming the bad one."""
+        if return_alternatives:  # translate takes it before calling here
+            raise ValueError("return_alternatives=True: only Translator.translate returns alternatives (a list of "
+                             "outputs per input)")
         if num_hypotheses is not None:
             if n_best != 1 and n_best != num_hypotheses:
                 raise ValueError(f"n_best={n_best} and num_hypotheses={num_hypotheses}: two names for the same "

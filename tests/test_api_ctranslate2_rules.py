@@ -232,3 +232,9 @@ def test_lossless_strategies_with_rules_return_greedy_with_the_rules(with_drafte
 def test_bad_values_raise_one_value_error_naming_the_option(with_drafter, option, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         with_drafter.translate(["a man"], **option)
+
+
+def test_alternatives_are_translate_only(with_drafter):
+    for call in (with_drafter.translate_scored, lambda texts, **kw: list(with_drafter.translate_iterable(texts, **kw))):
+        with pytest.raises(ValueError, match="return_alternatives=True: only Translator.translate"):
+            call(["a man"], return_alternatives=True)
