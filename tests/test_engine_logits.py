@@ -67,3 +67,19 @@ def test_score_batch_scores_tokens_outside_the_shortlist(model_dir):
     for a, b in zip(full, short):
         assert a.tokens == b.tokens
         np.testing.assert_allclose(a.log_probs, b.log_probs, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("shortlisted", [False, True])
+def test_ruled_backend_without_rules_is_the_backend(model_dir, shortlisted):
+    """RuledBackend's own log-softmax, argmax and top-k (over the shortlists' columns only)
+    against the engine's: with rules that change nothing, greedy, beam search and scores agree."""
+    from pyfastdec.decoding import beam_search, greedy
+    from pyfastdec.decoding.logit_rules import LogitRules, RuledBackend
+    _, path, shortlist = model_dir
+    backend = NativeBackend(path, threads=1, shortlist=shortlist if shortlisted else False)
+    ruled = RuledBackend(backend, LogitRules())
+    sources = [[7, 8, 3], [9, 3], [7, 9, 8, 3]] + random_sources(5, seed=23)
+    assert greedy(ruled, sources)[0] == greedy(backend, sources)[0]
+    for a, b in zip(beam_search(ruled, sources, beam_size=3)[0], beam_search(backend, sources, beam_size=3)[0]):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        np.testing.assert_allclose([h.score for h in a], [h.score for h in b], rtol=0, atol=1e-5)

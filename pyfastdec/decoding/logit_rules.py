@@ -46,6 +46,10 @@ class LogitRules:
         """A copy of one position's logits [V] with the rules applied after `seq` (the
         target prefix then the output so far)."""
         x = np.array(logits, dtype=np.float32, copy=True)  # CTranslate2 edits float32 logits
+        self.apply_in_place(x, seq, eos)
+        return x
+
+    def apply_in_place(self, x: np.ndarray, seq: Sequence[int], eos: int) -> None:
         if self.repetition_penalty != 1.0 and len(seq):
             seen = np.unique(np.asarray(seq, dtype=np.int64))
             v = x[seen]
@@ -58,7 +62,6 @@ class LogitRules:
             x[list(banned)] = -np.inf
         if len(seq) < self.min_length:
             x[eos] = -np.inf
-        return x
 
 
 def check_rules(repetition_penalty, no_repeat_ngram_size, min_decoding_length,
@@ -87,11 +90,6 @@ class _State:
         # seqs: each row's tokens so far (target prefix, then what was fed after BOS);
         # fresh: the row has not stepped yet (the token it is fed first is BOS, not output)
         self.inner, self.seqs, self.fresh = inner, seqs, fresh
-
-
-def _log_softmax(x: np.ndarray) -> np.ndarray:
-    top = x.max()
-    return (x - top - np.log(np.sum(np.exp(x - top), dtype=np.float64))).astype(np.float32)
 
 
 class RuledBackend:
@@ -133,31 +131,46 @@ class RuledBackend:
             raise ValueError("repetition_penalty, no_repeat_ngram_size, min_decoding_length: drafting and the "
                              "edit-margin rule do not run with them")
         tokens = np.asarray(tokens, dtype=np.int64)
-        logits = self.backend.step(state.inner, tokens, Want(argmax=False, logits=True)).logits
+        x = self.backend.step(state.inner, tokens, Want(argmax=False, logits=True)).logits  # ruled in place
         rows, n = tokens.shape
         eos = self.tokens["eos"]
-        logp = np.empty(logits.shape, dtype=np.float32)
         for r in range(rows):
             fed = tokens[r, 1:].tolist() if state.fresh[r] else tokens[r].tolist()
             skip = 1 if state.fresh[r] else 0  # position j has seen fed[:j + 1 - skip]
             for j in range(n):
-                x = self.rules.apply(logits[r, j], state.seqs[r] + fed[:j + 1 - skip], eos)
-                if not np.isfinite(x).any():  # every token disabled: the row ends
-                    x[eos] = 0.0
-                logp[r, j] = _log_softmax(x)
+                self.rules.apply_in_place(x[r, j], state.seqs[r] + fed[:j + 1 - skip], eos)
             state.seqs[r] = state.seqs[r] + fed
         state.fresh[:] = False
+        # Only the columns some row can reach (the union of the shortlists) are worked on.
+        cols = np.union1d(np.flatnonzero(np.isfinite(x).any(axis=(0, 1))), [eos])
+        sub = x[..., cols]
+        top = sub.max(axis=-1, keepdims=True)
+        dead = np.isneginf(top[..., 0])  # every token disabled: the row ends
+        if dead.any():
+            sub[dead, np.searchsorted(cols, eos)], top[dead] = 0.0, 0.0
+        sub -= top
+        logp = sub - np.log(np.exp(sub).sum(axis=-1, keepdims=True))
         out = StepOut()
         if want.argmax:
-            out.argmax = logp.argmax(axis=-1).astype(np.int64)
+            out.argmax = cols[logp.argmax(axis=-1)].astype(np.int64)
         if want.topk:
-            best = np.argsort(-logp, axis=-1, kind="stable")[..., :want.topk]
-            out.topk_ids, out.topk_logprobs = best.astype(np.int64), np.take_along_axis(logp, best, axis=-1)
-        if want.ids is not None:
-            ids = np.asarray(want.ids, dtype=np.int64)
-            out.id_logprobs = np.take_along_axis(logp, ids[..., None], axis=-1)[..., 0]
-        if want.logprobs:
-            out.logprobs = logp
+            k = min(want.topk, logp.shape[-1])
+            best = np.argpartition(-logp, k - 1, axis=-1)[..., :k]  # the k best, then best first
+            best = np.take_along_axis(best, np.argsort(-np.take_along_axis(logp, best, axis=-1), axis=-1,
+                                                       kind="stable"), axis=-1)
+            out.topk_ids, out.topk_logprobs = cols[best].astype(np.int64), np.take_along_axis(logp, best, axis=-1)
+            if k < want.topk:  # fewer columns than asked: id -1 and -inf after them, as the engine pads
+                pad = (rows, n, want.topk - k)
+                out.topk_ids = np.concatenate([out.topk_ids, np.full(pad, -1, dtype=np.int64)], axis=-1)
+                out.topk_logprobs = np.concatenate([out.topk_logprobs, np.full(pad, -np.inf, dtype=logp.dtype)], axis=-1)
+        if want.ids is not None or want.logprobs:
+            full = np.full(x.shape, -np.inf, dtype=np.float32)
+            full[..., cols] = logp
+            if want.ids is not None:
+                ids = np.asarray(want.ids, dtype=np.int64)[..., None]
+                out.id_logprobs = np.take_along_axis(full, ids, axis=-1)[..., 0]
+            if want.logprobs:
+                out.logprobs = full
         return out
 
 
