@@ -27,8 +27,8 @@ from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from pyfastdec.backends.base import Backend, Want
 from pyfastdec.alternatives import check_alternatives, translate_alternatives
+from pyfastdec.backends.base import Backend, Want
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.copy_through import CopyThrough, SourcePieces
 from pyfastdec.decoding import DecodeStats, beam_search, blockwise, default_max_len, gad, gad_plus, greedy, iad
@@ -384,7 +384,8 @@ class Translator:
             step from the temperature-scaled distribution over the topk best tokens (0:
             all); 1 (default) is greedy. A seed makes a call reproducible (each sentence
             draws from its own generator, so batching does not change it); None draws a
-            fresh one. sampling_topp < 1: draw from the nucleus only (decoding/sampling.py).
+            fresh one. sampling_topp < 1 (with sampling_topk != 1, as in CTranslate2): draw from
+            the nucleus only (decoding/sampling.py).
         repetition_penalty, no_repeat_ngram_size, min_decoding_length: CTranslate2's
             (decoding/logit_rules.py; min_decoding_length counts the target prefix, as
             max_decoding_length does, in both): greedy decoding, beam search or sampling
