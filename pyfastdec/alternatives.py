@@ -8,7 +8,9 @@ min_decoding_length applied first), best first. Each one is then appended to the
 prefix and the output continued by the call's own decoding (greedy, the default
 strategy, beam search, sampling): alternative j of an input is exactly
 translate(input, target_prefix=prefix + [token j]). The alternatives come back in the
-order of their first token's probability, as CTranslate2 returns them.
+order of their first token's probability, as CTranslate2 returns them. One difference:
+CTranslate2's repetition penalties at that first position do not see the prefix (it
+runs the prefix outside its penalised search); here they see it, as everywhere else.
 
 With text input the prefix belongs to the input's first sentence, so the alternatives
 are those of the first sentence; the others are decoded once and shared. An input

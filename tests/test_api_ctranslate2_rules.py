@@ -18,7 +18,7 @@ import re
 import numpy as np
 import pytest
 
-ctranslate2 = pytest.importorskip("ctranslate2", reason="CTranslate2 (the reference) needs the 'bench' extra")
+ctranslate2 = pytest.importorskip("ctranslate2", reason="CTranslate2, the reference, is in the 'test' extra")
 torch = pytest.importorskip("torch", reason="the reference models need the 'test' extra (torch)")
 
 from export.tiny import random_sources, tiny_model, tiny_spm  # noqa: E402
