@@ -8,9 +8,10 @@ min_decoding_length applied first), best first. Each one is then appended to the
 prefix and the output continued by the call's own decoding (greedy, the default
 strategy, beam search, sampling): alternative j of an input is exactly
 translate(input, target_prefix=prefix + [token j]). The alternatives come back in the
-order of their first token's probability, as CTranslate2 returns them. One difference:
-CTranslate2's repetition penalties at that first position do not see the prefix (it
-runs the prefix outside its penalised search); here they see it, as everywhere else.
+order of their first token's probability, as CTranslate2 returns them. One difference,
+with repetition_penalty or no_repeat_ngram_size: in this mode CTranslate2's penalties see
+neither the prefix nor the alternative token (it feeds them outside its penalised
+searches); here they see the whole output, as everywhere else.
 
 With text input the prefix belongs to the input's first sentence, so the alternatives
 are those of the first sentence; the others are decoded once and shared. An input
