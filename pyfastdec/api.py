@@ -752,7 +752,7 @@ class Translator:
         hyps: list[list[_Hyp]] = [[_Hyp([list(u.prefix)])] for u in units]
         if len(run) < len(units) and opts.scores:
             full = [r for r in range(len(units)) if r not in set(run)]
-            logps = forced_scores(self.verifier, [units[r].src for r in full], [units[r].prefix for r in full],
+            logps = forced_scores(self._scorer(opts), [units[r].src for r in full], [units[r].prefix for r in full],
                                   range(len(full)))  # prefixes cut short: no EOS scored
             for r, lp in zip(full, logps):
                 hyps[r] = [_Hyp([list(units[r].prefix)], lp, len(units[r].prefix) + 1)]
@@ -788,9 +788,11 @@ class Translator:
 
             def positions(h):
                 return len(h.tokens) + (1 if h.finished else cut_extra)
-            hyps = [[_Hyp([p + h.tokens], h.score * positions(h) ** opts.length_penalty
-                          + getattr(s, "prefix_logprob", 0.0), len(p) + positions(h)) for h in r]
-                    or [_Hyp([list(p)])] for r, p, s in zip(results, prefixes, src)]
+            prefix_logps = [getattr(s, "prefix_logprob", 0.0) for s in src]
+            if prefixed and opts.rules.active:  # the prefix's tokens scored under the rules too
+                prefix_logps = forced_scores(self._scorer(opts), [list(s) for s in src], prefixes, range(len(src)))
+            hyps = [[_Hyp([p + h.tokens], h.score * positions(h) ** opts.length_penalty + lp, len(p) + positions(h))
+                     for h in r] or [_Hyp([list(p)])] for r, p, lp in zip(results, prefixes, prefix_logps)]
             if prefixed:  # the search normalised by the length after the prefix; rank by the whole output's
                 hyps = [sorted(h, key=lambda x: -self._score(x, opts)) for h in hyps]
             return hyps, stats
@@ -820,11 +822,14 @@ class Translator:
         outs = [list(p) + o for p, o in zip(prefixes, outs)]
         if opts.repetition_guard:  # no prefixes here (_repetition_guard)
             outs = self._revert_loops(src, outs, stats)
-        scorer = RuledBackend(self.verifier, opts.rules) if opts.rules.active else self.verifier
-        logps = (forced_scores(scorer, [list(s) for s in src], outs, stats.hit_max_len) if opts.scores
+        logps = (forced_scores(self._scorer(opts), [list(s) for s in src], outs, stats.hit_max_len) if opts.scores
                  else [0.0] * len(outs))
         # len + 1 even for rows cut at max_len (no EOS scored), as beam search normalises them
         return [[_Hyp([o], lp, len(o) + 1)] for o, lp in zip(outs, logps)], stats
+
+    def _scorer(self, opts: _Options) -> Backend:
+        """What scores outputs teacher-forced: the model, or with rules its ruled distribution."""
+        return RuledBackend(self.verifier, opts.rules) if opts.rules.active else self.verifier
 
     def _revert_loops(self, src: list[list[int]], outs: list[list[int]], stats: DecodeStats) -> list[list[int]]:
         """outs, each output that loops (repetition_guard.py) replaced by its source; such

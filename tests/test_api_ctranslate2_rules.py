@@ -99,6 +99,25 @@ def test_rules_give_ctranslate2s_beam_tokens_and_scores(engines, option):
     assert sum(g[0] != p for g, p in zip(got, plain)) >= 5
 
 
+def test_scores_with_rules_and_a_prefix_cover_the_prefix_under_the_rules(engines):
+    """Beam 1 is greedy: with a prefix and rules both score the whole output, prefix
+    included, under the ruled distribution (CTranslate2 leaves prefixes out of scores);
+    a prefix that fills max_decoding_length too."""
+    ours, _, _, pieces = engines
+    srcs = [as_pieces(pieces, s) for s in repetitive_sources(24, seed=10)]
+    prefixes = [src[:3] for src in srcs]
+    for limit in (MAX_LEN, 3):
+        common = dict(target_prefix=prefixes, max_decoding_length=limit, return_scores=True, repetition_penalty=1.8,
+                      no_repeat_ngram_size=2)
+        greedy = ours.translate(srcs, algo="greedy", **common)
+        beam = ours.translate(srcs, algo="beam", beam_size=1, **common)
+        assert [b[0] for b in beam] == [g[0] for g in greedy]
+        np.testing.assert_allclose([b[1] for b in beam], [g[1] for g in greedy], rtol=0, atol=1e-5)
+        plain = ours.translate(srcs, algo="greedy", target_prefix=prefixes, max_decoding_length=limit,
+                               return_scores=True)
+        assert sum(abs(g[1] - p[1]) > 1e-3 for g, p in zip(greedy, plain)) >= 5
+
+
 def test_sampling_with_rules_draws_only_what_they_allow(engines):
     ours, _, _, pieces = engines
     srcs = [as_pieces(pieces, s) for s in repetitive_sources(60, seed=9)]
