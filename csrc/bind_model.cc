@@ -183,7 +183,7 @@ class PyModel {
 
   py::dict step(PyState& st, const py::handle& tokens_obj, bool argmax, int topk, const py::object& ids_obj,
                 bool logprobs, const py::object& proposals_obj, int heads, const py::object& keep_ids_obj,
-                float edit_margin) {
+                float edit_margin, bool logits) {
     const char* fn = "step";
     OpTimer timer(Op::kBinding);
     check_owner(st, "state", fn);
@@ -207,6 +207,7 @@ class PyModel {
     req.argmax = argmax;
     req.topk = topk;
     req.logprobs = logprobs;
+    req.logits = logits;
     py::array_t<int64_t> ids;
     if (!ids_obj.is_none()) {
       ids = checked_array<int64_t>(ids_obj, {fn, "ids"}, {2});
@@ -255,7 +256,7 @@ class PyModel {
     // Only the arrays asked for are made (a batch-1 greedy step needs one): each costs
     // about as much as a microsecond-scale part of the step. argmax is always computed.
     py::array_t<int64_t> proposals, accepted, am({R, N}), tid;
-    py::array_t<float> tlp, ilp, lp;
+    py::array_t<float> tlp, ilp, lp, lg;
     py::dict out;
     StepOutputs o;
     o.argmax = am.mutable_data();
@@ -272,6 +273,10 @@ class PyModel {
     if (logprobs) {
       lp = py::array_t<float>({R, N, static_cast<py::ssize_t>(cfg().vocab_size)});
       o.logprobs = lp.mutable_data();
+    }
+    if (logits) {
+      lg = py::array_t<float>({R, N, static_cast<py::ssize_t>(cfg().vocab_size)});
+      o.logits = lg.mutable_data();
     }
     if (req.draft_lengths) {
       proposals = py::array_t<int64_t>({R, H});
@@ -290,6 +295,7 @@ class PyModel {
     }
     if (req.ids) out["id_logprobs"] = ilp;
     if (logprobs) out["logprobs"] = lp;
+    if (logits) out["logits"] = lg;
     if (req.draft_lengths) {
       out["proposals"] = proposals;
       out["accepted"] = accepted;
@@ -508,7 +514,7 @@ void bind_model(py::module_& m) {
       .def("step", &PyModel::step, py::arg("state"), py::arg("tokens"), py::kw_only(), py::arg("argmax") = true,
            py::arg("topk") = 0, py::arg("ids") = py::none(), py::arg("logprobs") = false,
            py::arg("proposals") = py::none(), py::arg("heads") = 0, py::arg("keep_ids") = py::none(),
-           py::arg("edit_margin") = 0.0f)
+           py::arg("edit_margin") = 0.0f, py::arg("logits") = false)
       .def("truncate", &PyModel::truncate, py::arg("state"), py::arg("lengths"))
       .def("draft_greedy", &PyModel::draft_greedy, py::arg("state"), py::arg("tokens"), py::arg("widths"),
            py::arg("max_new"), py::arg("min_logprob"))

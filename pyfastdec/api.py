@@ -27,6 +27,7 @@ from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from pyfastdec.alternatives import check_alternatives, translate_alternatives
 from pyfastdec.backends.base import Backend, Want
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.copy_through import CopyThrough, SourcePieces
@@ -35,6 +36,7 @@ from pyfastdec.decoding.beam import RULES as BEAM_RULES
 from pyfastdec.decoding.bild import DEFAULT_FALLBACK, DEFAULT_ROLLBACK, MAX_ROLLBACK, bild
 from pyfastdec.decoding.draft_or_plain import DraftOrPlain
 from pyfastdec.decoding.draft_length import AdaptiveDraftLength, DraftLengthPolicy
+from pyfastdec.decoding.logit_rules import LogitRules, RuledBackend, check_rules, check_rules_algo
 from pyfastdec.decoding.prefix import PrefixedBackend, PrefixSource
 from pyfastdec.decoding.sampling import check_sampling, sample
 from pyfastdec.decoding.source_draft_length import SourceDraftLength
@@ -263,6 +265,8 @@ class _Options:
     fallback: float = 0.0  # bild: the little model drafts while its top-1 probability is >= this
     rollback: float = 0.0  # bild-lossy: nats a little token may be from the big model (decoding/bild.py)
     repetition_guard: bool = False  # Corrector: a looping output comes back as its source (repetition_guard.py)
+    topp: float = 1.0  # sampling: the nucleus (decoding/sampling.py)
+    rules: LogitRules = LogitRules()  # repetition penalty, no-repeat n-grams, min length (decoding/logit_rules.py)
 
 
 class ScoredOutput(NamedTuple):
@@ -335,7 +339,9 @@ class Translator:
                   length_penalty: float = 1.0, num_hypotheses: int | None = None, sampling_topk: int = 1,
                   sampling_temperature: float = 1.0, sampling_seed: int | None = None, beam_rule: str = "pyfastdec",
                   edit_margin: float | None = None, fallback: float | None = None, rollback: float | None = None,
-                  repetition_guard: bool | None = None):
+                  repetition_guard: bool | None = None, sampling_topp: float = 1.0,
+                  repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0, min_decoding_length: int = 0,
+                  return_alternatives: bool = False):
         """Translate `texts` (a list of inputs, or one string) in input order.
 
         An input is raw text (str), or a list of sentencepiece pieces, or a list of token
@@ -378,7 +384,18 @@ class Translator:
             step from the temperature-scaled distribution over the topk best tokens (0:
             all); 1 (default) is greedy. A seed makes a call reproducible (each sentence
             draws from its own generator, so batching does not change it); None draws a
-            fresh one.
+            fresh one. sampling_topp < 1 (with sampling_topk != 1, as in CTranslate2): draw from
+            the nucleus only (decoding/sampling.py).
+        repetition_penalty, no_repeat_ngram_size, min_decoding_length: CTranslate2's
+            (decoding/logit_rules.py; min_decoding_length counts the target prefix, as
+            max_decoding_length does, in both): greedy decoding, beam search or sampling
+            from the ruled distribution, whose log-probs the scores then sum (as
+            CTranslate2's); lossless strategies run greedy with them in their place (their
+            output is greedy's), the lossy ones refuse them.
+        return_alternatives: the num_hypotheses (n_best) most likely tokens at the first
+            position after the target prefix (EOS excluded), each continued by the call's
+            decoding: a list of up to n_best outputs per input, in that order
+            (alternatives.py).
         Returns one output per input; with n_best > 1 a list of up to n_best outputs per
         input, best first; with return_scores every output becomes (output, score). With
         return_stats the result is (outputs, DecodeStats) summed over the batches.
@@ -395,10 +412,18 @@ class Translator:
         single = isinstance(texts, str)
         items = [texts] if single else list(texts)
         prefixes = None if target_prefix is None else [target_prefix] if single else target_prefix
+        alternatives = 0
+        if return_alternatives:  # n_best alternatives, each one decoding's single output
+            alternatives, n_best, num_hypotheses = check_alternatives(n_best, num_hypotheses), 1, None
         opts = self._options(algo, beam_size, batch_size, n_best, return_scores, block, beta, tau,
                              max_decoding_length, length_penalty, num_hypotheses, sampling_topk,
                              sampling_temperature, sampling_seed, beam_rule, edit_margin, prefixes,
-                             fallback, rollback, repetition_guard)
+                             fallback, rollback, repetition_guard, sampling_topp, repetition_penalty,
+                             no_repeat_ngram_size, min_decoding_length)
+        if alternatives:
+            result, stats = translate_alternatives(self, items, prefixes, alternatives, opts)
+            result = result[0] if single else result
+            return (result, stats) if return_stats else result
         hyps, kinds, stats, splits = self._run(items, prefixes, opts)
         for warning in splits:
             warnings.warn(warning, stacklevel=2)
@@ -420,6 +445,12 @@ class Translator:
         result = [[ScoredOutput(self._output(h, kind), h.logprob, h.positions, self._score(h, opts))
                    for h in hs[:opts.n_best]] for hs, kind in zip(hyps, kinds)]
         return (result, stats) if return_stats else result
+
+    def score_batch(self, source: Sequence, target: Sequence, batch_size: int = 32):
+        """CTranslate2's score_batch: per (source, target) pair a ScoringResult, the target's
+        tokens then EOS and the log-prob of each under the model (scoring.py)."""
+        from pyfastdec.scoring import score_batch
+        return score_batch(self, source, target, batch_size)
 
     def translate_iterable(self, inputs, target_prefix=None, batch_size: int = 32, read_ahead: int = 4,
                            **options):
@@ -458,15 +489,21 @@ class Translator:
                  beta=1, tau=0.0, max_decoding_length=None, length_penalty=1.0, num_hypotheses=None,
                  sampling_topk=1, sampling_temperature=1.0, sampling_seed=None, beam_rule="pyfastdec",
                  edit_margin=None, target_prefix=None, fallback=None, rollback=None,
-                 repetition_guard=None) -> _Options:
+                 repetition_guard=None, sampling_topp=1.0, repetition_penalty=1.0, no_repeat_ngram_size=0,
+                 min_decoding_length=0, return_alternatives=False) -> _Options:
         """The checked options of one call; ValueError/TypeError naming the bad one."""
+        if return_alternatives:  # translate takes it before calling here
+            raise ValueError("return_alternatives=True: only Translator.translate returns alternatives (a list of "
+                             "outputs per input)")
         if num_hypotheses is not None:
             if n_best != 1 and n_best != num_hypotheses:
                 raise ValueError(f"n_best={n_best} and num_hypotheses={num_hypotheses}: two names for the same "
                                  f"option, give one")
             n_best = num_hypotheses
-        check_sampling(sampling_topk, sampling_temperature, self.verifier.vocab_size)
+        check_sampling(sampling_topk, sampling_temperature, self.verifier.vocab_size, sampling_topp)
         sampling = sampling_topk != 1
+        rules = check_rules(repetition_penalty, no_repeat_ngram_size, min_decoding_length,
+                            max_decoding_length if isinstance(max_decoding_length, (int, np.integer)) else None)
         if algo is None:
             algo = "beam" if beam_size > 1 else "sample" if sampling else self.strategy.algo
         elif sampling:
@@ -474,6 +511,9 @@ class Translator:
                 raise ValueError(f"sampling_topk={sampling_topk}: random sampling is greedy-style; it needs "
                                  f"algo 'greedy' (or none), got {algo!r}")
             algo = "sample"
+        if rules.active:  # _decode_rows rules every step (RuledBackend)
+            check_rules_algo(algo, edit_margin)
+            edit_margin = 0.0
         if algo == "sample" and beam_size > 1:
             raise ValueError(f"sampling_topk={sampling_topk} with beam_size={beam_size}: sampling draws one "
                              f"token per step; use beam_size=1")
@@ -498,7 +538,7 @@ class Translator:
                         None if max_decoding_length is None else int(max_decoding_length), float(length_penalty),
                         int(sampling_topk), float(sampling_temperature), seed, beam_rule,
                         self._edit_margin(algo, edit_margin, target_prefix), *self._bild(algo, fallback, rollback),
-                        self._repetition_guard(algo, repetition_guard, target_prefix))
+                        self._repetition_guard(algo, repetition_guard, target_prefix), float(sampling_topp), rules)
 
     def _repetition_guard(self, algo: str, guard, target_prefix) -> bool:
         """Whether a call reverts looping outputs to their sources: a correction rule, on by
@@ -712,7 +752,7 @@ class Translator:
         hyps: list[list[_Hyp]] = [[_Hyp([list(u.prefix)])] for u in units]
         if len(run) < len(units) and opts.scores:
             full = [r for r in range(len(units)) if r not in set(run)]
-            logps = forced_scores(self.verifier, [units[r].src for r in full], [units[r].prefix for r in full],
+            logps = forced_scores(self._scorer(opts), [units[r].src for r in full], [units[r].prefix for r in full],
                                   range(len(full)))  # prefixes cut short: no EOS scored
             for r, lp in zip(full, logps):
                 hyps[r] = [_Hyp([list(units[r].prefix)], lp, len(units[r].prefix) + 1)]
@@ -736,6 +776,9 @@ class Translator:
             drafter = None if drafter is None else PrefixedBackend(drafter)
         prefixes = [getattr(s, "target_prefix", []) for s in src]
         algo = opts.algo
+        if opts.rules.active:  # every step's distribution ruled; lossless strategies: greedy in their place
+            verifier = RuledBackend(verifier, opts.rules)
+            algo = algo if algo in ("beam", "sample") else "greedy"
         if algo == "beam":
             results, stats = beam_search(verifier, src, beam_size=opts.beam_size, nbest=opts.n_best,
                                          alpha=opts.length_penalty, max_len=max_len, rule=opts.beam_rule)
@@ -745,15 +788,17 @@ class Translator:
 
             def positions(h):
                 return len(h.tokens) + (1 if h.finished else cut_extra)
-            hyps = [[_Hyp([p + h.tokens], h.score * positions(h) ** opts.length_penalty
-                          + getattr(s, "prefix_logprob", 0.0), len(p) + positions(h)) for h in r]
-                    or [_Hyp([list(p)])] for r, p, s in zip(results, prefixes, src)]
+            prefix_logps = [getattr(s, "prefix_logprob", 0.0) for s in src]
+            if prefixed and opts.rules.active:  # the prefix's tokens scored under the rules too
+                prefix_logps = forced_scores(self._scorer(opts), [list(s) for s in src], prefixes, range(len(src)))
+            hyps = [[_Hyp([p + h.tokens], h.score * positions(h) ** opts.length_penalty + lp, len(p) + positions(h))
+                     for h in r] or [_Hyp([list(p)])] for r, p, lp in zip(results, prefixes, prefix_logps)]
             if prefixed:  # the search normalised by the length after the prefix; rank by the whole output's
                 hyps = [sorted(h, key=lambda x: -self._score(x, opts)) for h in hyps]
             return hyps, stats
         if algo == "sample":
             outs, stats = sample(verifier, src, [[opts.seed, *key] for key in seeds], opts.topk,
-                                 opts.temperature, max_len)
+                                 opts.temperature, max_len, topp=opts.topp)
         elif algo == "greedy":
             outs, stats = greedy(verifier, src, max_len, edit_margin=opts.edit_margin)
         elif algo == "iad":
@@ -777,10 +822,14 @@ class Translator:
         outs = [list(p) + o for p, o in zip(prefixes, outs)]
         if opts.repetition_guard:  # no prefixes here (_repetition_guard)
             outs = self._revert_loops(src, outs, stats)
-        logps = (forced_scores(self.verifier, [list(s) for s in src], outs, stats.hit_max_len) if opts.scores
+        logps = (forced_scores(self._scorer(opts), [list(s) for s in src], outs, stats.hit_max_len) if opts.scores
                  else [0.0] * len(outs))
         # len + 1 even for rows cut at max_len (no EOS scored), as beam search normalises them
         return [[_Hyp([o], lp, len(o) + 1)] for o, lp in zip(outs, logps)], stats
+
+    def _scorer(self, opts: _Options) -> Backend:
+        """What scores outputs teacher-forced: the model, or with rules its ruled distribution."""
+        return RuledBackend(self.verifier, opts.rules) if opts.rules.active else self.verifier
 
     def _revert_loops(self, src: list[list[int]], outs: list[list[int]], stats: DecodeStats) -> list[list[int]]:
         """outs, each output that loops (repetition_guard.py) replaced by its source; such

@@ -109,13 +109,19 @@ class DecodeOptions:
     fallback: Optional[float] = None  # bild: None = the little model's own (config.json decoding)
     rollback: Optional[float] = None  # bild-lossy: likewise
     repetition_guard: Optional[bool] = None  # correct: None = on (Translator.translate)
+    sampling_topp: float = 1.0
+    repetition_penalty: float = 1.0
+    no_repeat_ngram_size: int = 0
+    min_decoding_length: int = 0
 
     def kwargs(self) -> dict:
         kw = dict(algo=self.algo, beam_size=self.beam_size, batch_size=self.batch_size, n_best=self.n_best,
                   return_scores=self.n_best > 1, return_stats=True, block=self.block,
                   max_decoding_length=self.max_decoding_length, length_penalty=self.length_penalty,
                   sampling_topk=self.sampling_topk, sampling_temperature=self.sampling_temperature,
-                  sampling_seed=self.sampling_seed, beam_rule=self.beam_rule)
+                  sampling_seed=self.sampling_seed, beam_rule=self.beam_rule, sampling_topp=self.sampling_topp,
+                  repetition_penalty=self.repetition_penalty, no_repeat_ngram_size=self.no_repeat_ngram_size,
+                  min_decoding_length=self.min_decoding_length)
         if self.beta is not None:
             kw["beta"] = self.beta
         if self.tau is not None:
@@ -144,6 +150,9 @@ class DecodeOptions:
                          f"seed {self.sampling_seed}")
         if self.edit_margin is not None:
             parts.append(f"edit margin {self.edit_margin}")
+        if (self.repetition_penalty, self.no_repeat_ngram_size, self.min_decoding_length) != (1.0, 0, 0):
+            parts.append(f"repetition penalty {self.repetition_penalty}, no repeat n-gram size "
+                         f"{self.no_repeat_ngram_size}, min decoding length {self.min_decoding_length}")
         if self.repetition_guard is False:
             parts.append("no repetition guard")
         if self.algo in ("bild", "bild-lossy"):
@@ -219,6 +228,13 @@ def positive_float(text: str) -> float:
     return value
 
 
+def unit_interval(text: str) -> float:
+    value = positive_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
+    return value
+
+
 def _add_model_args(p: argparse.ArgumentParser, role: str, drafter: bool) -> None:
     default = packaged_model_path(DEFAULT_MODELS[role])
     p.add_argument("-m", "--model", metavar="MODEL", help=f"model directory (default: the packaged {default})")
@@ -267,6 +283,16 @@ def _add_algo_args(p: argparse.ArgumentParser) -> None:
                    help="with --sampling-topk: sample from softmax(logits / T) (default 1)")
     p.add_argument("--sampling-seed", type=non_negative_int, metavar="S",
                    help="with --sampling-topk: the random seed (default: a fresh one every run)")
+    p.add_argument("--sampling-topp", type=unit_interval, default=1.0, metavar="P",
+                   help="with --sampling-topk: sample only from the most likely tokens whose probability before "
+                        "them is below P (nucleus; default 1: off)")
+    p.add_argument("--repetition-penalty", type=positive_float, default=1.0, metavar="R",
+                   help="divide positive / multiply negative logits of tokens already output by R (> 1 penalises "
+                        "repeats; default 1: off); drafting strategies then run greedy")
+    p.add_argument("--no-repeat-ngram-size", type=non_negative_int, default=0, metavar="N",
+                   help="never output an N-gram twice (default 0: off); drafting strategies then run greedy")
+    p.add_argument("--min-decoding-length", type=non_negative_int, default=0, metavar="N",
+                   help="no EOS before N output tokens per sentence (default 0); drafting strategies then run greedy")
     p.add_argument("--block", type=bounded_int(MAX_BLOCK, "longer drafts cost memory and are rarely accepted"),
                    metavar="K", help=f"GAD/GAD++: tokens drafted per iteration (default: the drafter's "
                                      f"block_size; at most {MAX_BLOCK})")
@@ -413,7 +439,8 @@ def decode_options(args, default: StrategyChoice) -> DecodeOptions:
     return DecodeOptions(algo, beam_size, args.batch_size, args.n_best, args.block, args.beta, args.tau,
                          args.max_decoding_length, args.length_penalty, args.sampling_topk,
                          args.sampling_temperature, args.sampling_seed, args.beam_rule, None, args.fallback,
-                         args.rollback)
+                         args.rollback, sampling_topp=args.sampling_topp, repetition_penalty=args.repetition_penalty,
+                         no_repeat_ngram_size=args.no_repeat_ngram_size, min_decoding_length=args.min_decoding_length)
 
 
 # ----------------------------------------------------------------------------- input

@@ -774,6 +774,15 @@ void Model::output_stats(const float* h, int T, const std::vector<const MemoryRo
       if (keep < 0 || keep == top) return top;
       return row[best] - logit_of(keep) < request.edit_margin ? keep : top;
     };
+    if (request.logits) {
+      float* dst = outputs.logits + static_cast<size_t>(t) * V;
+      if (shortlist.empty()) {
+        std::copy(row, row + V, dst);
+      } else {
+        std::fill(dst, dst + V, ninf);
+        for (size_t i = 0; i < shortlist.size(); ++i) dst[shortlist[i]] = row[i];
+      }
+    }
     bool needs_stats = request.topk > 0 || request.ids || request.logprobs;
     if (!needs_stats) {
       outputs.argmax[t] = kept_or(kt_.argmax(row, n));

@@ -27,6 +27,8 @@ struct StepRequest {
   int topk = 0;
   const int64_t* ids = nullptr;  // [rows, n]: log-prob of these ids
   bool logprobs = false;         // full [V] log-softmax
+  bool logits = false;           // full [V] raw logits (-inf outside the shortlist): what
+                                 // CTranslate2's logits processors (repetition penalty) edit
   // [rows]: draft tokens in each row (tokens[b, 1..len]); non-null asks for the heads'
   // proposals at the accepted position (needs argmax; see pyfastdec/backends/base.py).
   const int64_t* draft_lengths = nullptr;
@@ -46,6 +48,7 @@ struct StepOutputs {
   float* topk_logprobs = nullptr;    // [rows, n, topk]
   float* id_logprobs = nullptr;      // [rows, n]
   float* logprobs = nullptr;         // [rows, n, V]
+  float* logits = nullptr;           // [rows, n, V]
   int64_t* proposals = nullptr;      // [rows, heads run] (StepRequest::heads, or all)
   int64_t* accepted = nullptr;       // [rows]: j, the accepted draft tokens
 };

@@ -62,6 +62,9 @@ class Want:
               (e.g. the draft tokens: ids[:, i] is scored at position i, so for
               verification pass the tokens shifted left by one)
     logprobs: the full log-softmax over the vocabulary      -> StepOut.logprobs [rows, n, V]
+    logits:   the raw output-layer logits (-inf outside     -> StepOut.logits [rows, n, V]
+              the shortlist): CTranslate2's logits processors (repetition penalty)
+              edit logits, whose sign the log-softmax loses (decoding/logit_rules.py)
     proposals: int64 array [rows]: draft tokens per row     -> StepOut.proposals [rows, K],
               (tokens[:, 1:1+proposals[b]]; needs argmax)      StepOut.accepted [rows]
     keep_ids: int array [rows, n] (needs argmax): the token each position would keep (a
@@ -81,6 +84,7 @@ class Want:
     topk: int = 0
     ids: np.ndarray | None = None
     logprobs: bool = False
+    logits: bool = False
     proposals: np.ndarray | None = None  # int64 [rows]: drafted tokens per row -> StepOut.proposals / accepted
     heads: int = 0  # with proposals: how many heads run (0: all K)
     keep_ids: np.ndarray | None = None  # int64 [rows, n]: kept token per position (-1: none)
@@ -96,6 +100,7 @@ class StepOut:
     topk_logprobs: np.ndarray | None = None  # float32 [rows, n, k]
     id_logprobs: np.ndarray | None = None  # float32 [rows, n]
     logprobs: np.ndarray | None = None  # float32 [rows, n, V]
+    logits: np.ndarray | None = None  # float32 [rows, n, V]
     proposals: np.ndarray | None = None  # int64   [rows, K or Want.heads]: the heads' tokens at the accepted position
     accepted: np.ndarray | None = None  # int64   [rows]: j, leading draft tokens equal to the argmax
 

@@ -108,6 +108,14 @@ class NativeBackend:
         sources = [list(map(int, s)) for s in src_ids]
         return self._model.encode(sources, self._shortlist_index)
 
+    def encode_full_vocabulary(self, src_ids: list[list[int]]):
+        """encode without the shortlist: every id of the vocabulary gets its log-prob
+        (scoring given targets, Translator.score_batch, must not give -inf to a token
+        outside a row's shortlist)."""
+        if self.shares_encoder:
+            raise ValueError(f"encode: {self.model_dir.path} has no encoder (config.json encoder.shared)")
+        return self._model.encode([list(map(int, s)) for s in src_ids], None)
+
     def attach(self, host_memory):
         """This model's memory of the host's rows (a shared-encoder model): its own
         cross-attention K/V from the host's encoder output, the host's shortlists. The
@@ -133,10 +141,10 @@ class NativeBackend:
         out = self._model.step(state, tokens, argmax=want.argmax, topk=want.topk, ids=ids,
                                logprobs=want.logprobs, proposals=proposals,
                                heads=want.heads if proposals is not None else 0, keep_ids=keep,
-                               edit_margin=want.edit_margin)
+                               edit_margin=want.edit_margin, logits=want.logits)
         return StepOut(argmax=out.get("argmax"), topk_ids=out.get("topk_ids"),
                        topk_logprobs=out.get("topk_logprobs"), id_logprobs=out.get("id_logprobs"),
-                       logprobs=out.get("logprobs"), proposals=out.get("proposals"),
+                       logprobs=out.get("logprobs"), logits=out.get("logits"), proposals=out.get("proposals"),
                        accepted=out.get("accepted"))
 
     def draft_greedy(self, state, tokens: np.ndarray, widths: np.ndarray, max_new: int, min_logprob: float):
