@@ -767,7 +767,8 @@ def _run_on_ray(args) -> int:
     model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type)
     options = decode_options(args, default_strategy(model_dir, drafter_dir, spec.role, ALGOS))
     from pyfastdec import ray_cli  # raises CliError saying how to install the extra
-    return ray_cli.run(args, spec, options, None if args.ray == RAY_LOCAL else args.ray)
+    return ray_cli.run(args, spec, options, None if args.ray == RAY_LOCAL else args.ray, model_dir.path,
+                       None if drafter_dir is None else drafter_dir.path)
 
 
 # ----------------------------------------------------------------------------- info, bench
