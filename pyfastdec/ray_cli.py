@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 from pyfastdec import resumable_job
-from pyfastdec.cli import CliError, DecodeOptions, ModelSpec
+from pyfastdec.cli import EXIT_BAD_INPUT, CliError, DecodeOptions, ModelSpec, warn
 from pyfastdec.model_files import ModelFiles
 from pyfastdec.row_batches import LINE_COLUMN, NOTES_COLUMN
 
@@ -45,6 +45,23 @@ def _quiet_ray_data() -> None:
     ray.data.DataContext.get_current().enable_progress_bars = False
 
 
+def _check_actor_fits(threads: int, address: Optional[str]) -> None:
+    """An actor asks Ray for --threads CPUs on one node. Where no node has that many, Ray
+    waits for one to appear, forever on a cluster nothing adds nodes to: the local one
+    (address None) is refused in one line; a cluster at an address may have an autoscaler
+    that adds a larger node, so it is only warned about."""
+    cpus = [node.get("Resources", {}).get("CPU", 0.0) for node in ray.nodes() if node.get("Alive")]
+    largest = max(cpus, default=0.0)
+    if threads <= largest:
+        return
+    what = (f"--threads {threads}: each Ray actor needs {threads} CPUs on one node, but the largest node of the "
+            f"{'local Ray instance' if address is None else 'cluster'} has {largest:g}")
+    if address is None:
+        raise CliError(f"{what} (expected --threads {int(largest)} or fewer)" if largest >= 1 else what,
+                       EXIT_BAD_INPUT)
+    warn(f"{what}: the job waits until a node with {threads} CPUs joins (an autoscaler's)")
+
+
 def _model_error(err: BaseException) -> Optional[str]:
     """The one line of a model directory the actors could not load, found inside Ray's
     error (an ActorDiedError holding the RayTaskError of the actor's constructor, whose
@@ -70,6 +87,7 @@ def run(args, spec: ModelSpec, options: DecodeOptions, address: Optional[str], m
         nonlocal started
         started = _connect(address)
         _quiet_ray_data()
+        _check_actor_fits(spec.threads, address)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # load_checked has reported the model warnings once
             ds = ray.data.from_items(rows)

@@ -5,6 +5,7 @@ resumed. Ray starts once for the module (several seconds), in the module fixture
 import concurrent.futures
 import os
 import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,20 @@ def test_a_model_directory_the_actors_cannot_read_is_one_clear_error(cluster, tm
         f"on Ray node {socket.gethostname()}: {missing}: (directory): no such directory (expected a model "
         f"directory with config.json, model.safetensors, spm.model)")
 
+
+def test_more_threads_than_any_node_has_is_one_line_not_a_hang(cluster, tmp_path, capsys):
+    """An actor of --threads 3 fits no node of the 2-CPU local instance: Ray would wait for
+    one forever."""
+    src = tmp_path / "in.txt"
+    src.write_text("A man.\n")
+    result = []
+    # A daemon thread: a hang fails the test instead of blocking the run.
+    worker = threading.Thread(target=lambda: result.append(fastdec(["--ray", "--threads", "3", "-i", str(src),
+                                                                    "-o", str(tmp_path / "out.txt")])), daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert result == [cli.EXIT_BAD_INPUT]
+    assert capsys.readouterr().err == ("fastdec: error: --threads 3: each Ray actor needs 3 CPUs on one node, but "
+                                       "the largest node of the local Ray instance has 2 (expected --threads 2 or "
+                                       "fewer)\n")
+    assert not (tmp_path / "out.txt").exists()
