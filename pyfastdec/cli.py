@@ -46,7 +46,7 @@ try:
         from pyfastdec.nbest import nbest_line
         from pyfastdec.default_strategy import StrategyChoice, default_strategy
         from pyfastdec.model_dir import CONFIG_FILE, ModelDir, ModelDirError, read_config
-        from pyfastdec.runtime import check_threads, cpu_info, default_threads
+        from pyfastdec.runtime import check_threads, check_workers, cpu_info, default_threads
         from pyfastdec.size_limits import (ENGINE_MAX_TOPK, MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK,
                                            MAX_N_BEST, MAX_WORKERS)
     finally:
@@ -293,8 +293,8 @@ def _add_io_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=bounded_int(MAX_WORKERS, "each worker loads its own models"), default=None,
                    metavar="N", help=f"N processes over contiguous shards of the input, each with --threads "
                                      f"threads; output in input order (reads the whole input first; at most "
-                                     f"{MAX_WORKERS}); with --ray: N actors (default: as many as the cluster "
-                                     f"has room for)")
+                                     f"{MAX_WORKERS}, and one per CPU this process may use); with --ray: N "
+                                     f"actors (default: as many as the cluster has room for)")
     p.add_argument("--ray", nargs="?", const=RAY_LOCAL, default=None, metavar="ADDRESS",
                    help="decode on a Ray cluster (pip install 'pyfastdec[ray]'): the one at ADDRESS (e.g. auto, "
                         "ray://head:10001), else a local one; needs -i IN and -o OUT, a file or a directory of "
@@ -725,6 +725,11 @@ def _results_in_workers(spec: ModelSpec, source: InputLines, options: DecodeOpti
 def run_translate(args) -> int:
     if args.ray is not None:
         return _run_on_ray(args)
+    if args.workers:  # with --ray, --workers counts actors of the cluster, not processes here
+        try:
+            check_workers(args.workers)
+        except ValueError as err:
+            raise CliError(str(err), EXIT_BAD_INPUT) from None
     source = InputLines(args.input)  # a missing or invalid input file fails before the model loads
     spec = model_spec(args)
     model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type)
