@@ -98,9 +98,10 @@ def test_sigterm_while_a_write_waits_on_a_slow_reader_leaves_whole_lines(text):
     assert len(out) > 4096 and out.endswith(b"\n") and expected.startswith(out)
 
 
-@pytest.mark.parametrize("moment", ["workers starting", "first output"])
-def test_sigterm_to_the_process_group_with_workers_ends_every_process_quietly(text, moment):
-    """`timeout` signals the whole process group: the parent and its --workers processes."""
+@pytest.mark.parametrize("moment", ["workers starting", "first output", "parent only"])
+def test_sigterm_with_workers_ends_every_process_quietly(text, moment):
+    """`timeout` signals the whole process group, the parent and its --workers processes;
+    `kill PID` the parent only (its workers used to print BrokenPipeError tracebacks)."""
     src, expected = text
     proc, read = start_on_a_small_pipe(["--workers", "2", "--batch-size", "8"], src, group=True)
     try:
@@ -108,7 +109,10 @@ def test_sigterm_to_the_process_group_with_workers_ends_every_process_quietly(te
             time.sleep(1.0)  # the parent has loaded; the workers are importing
         else:
             select.select([read], [], [], 60)
-        os.killpg(proc.pid, signal.SIGTERM)
+        if moment == "parent only":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(proc.pid, signal.SIGTERM)
         out = read_all(read)
         err = proc.stderr.read().decode()
         proc.wait(timeout=60)
