@@ -42,7 +42,7 @@ from pyfastdec.api import load_checked
 from pyfastdec.cli import DecodeOptions, ModelSpec
 from pyfastdec.model_dir import ModelDirError
 from pyfastdec.model_files import ModelFiles
-from pyfastdec.row_batches import LINE_COLUMN, NOTES_COLUMN, decode_batch  # noqa: F401  (LINE_COLUMN: public)
+from pyfastdec.row_batches import LINE_COLUMN, NOTES_COLUMN, decode_batch  # noqa: F401  (columns: public here too)
 
 # A test hook: a path P. While P.armed exists, the first actor to rename it to P.fired exits
 # on the spot at the start of its second batch, as a killed process would; its replacement
