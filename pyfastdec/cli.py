@@ -8,23 +8,28 @@ translated, so a bad file produces no output at all.
 """
 from __future__ import annotations
 
-import signal
 import sys
-import threading
+
+import pyfastdec
 
 PROG = "fastdec"
-EXIT_ERROR, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
+EXIT_ERROR, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED = 1, 2, 130, 143  # 128 + SIGINT, SIGTERM
 
 # numpy, sentencepiece and the engine take a few hundred milliseconds to load, before
 # main() runs. Ctrl-C is held back while they load (a KeyboardInterrupt inside a C
 # extension's import comes out as an ImportError) and delivered right after, ending the
-# program as one during main() does: one line, exit 130, no traceback.
-# (pyfastdec/__init__ loads nothing heavy, so nothing loads before this.)
+# program as one during main() does: one line, exit 130, no traceback. The command holds
+# it from the first line of pyfastdec/__init__ (_hold_sigint_for_the_command); an import
+# of this module after the package's holds it from here.
 try:
-    _held = (signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-             if hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
-             else None)
+    _held = pyfastdec.__dict__.pop("_MASK_BEFORE_CLI", None)
     try:
+        import signal
+        import threading
+
+        if _held is None and hasattr(signal, "pthread_sigmask") and \
+                threading.current_thread() is threading.main_thread():
+            _held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         import argparse
         import math
         import multiprocessing
@@ -46,7 +51,7 @@ try:
         from pyfastdec.nbest import nbest_line
         from pyfastdec.default_strategy import StrategyChoice, default_strategy
         from pyfastdec.model_dir import CONFIG_FILE, ModelDir, ModelDirError, read_config
-        from pyfastdec.runtime import check_threads, cpu_info, default_threads
+        from pyfastdec.runtime import check_threads, check_workers, cpu_info, default_threads
         from pyfastdec.size_limits import (ENGINE_MAX_TOPK, MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK,
                                            MAX_N_BEST, MAX_WORKERS)
     finally:
@@ -60,6 +65,15 @@ BEAM_BOUND = f"beam search takes the top 2 x beam size from an engine limited to
 BATCH_BOUND = "memory grows with every sentence of a batch"
 SHORTLIST_FILE = "shortlist.bin"
 RAY_LOCAL = "local"  # --ray with no address: start a local cluster
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`timeout`, `kill`, a job scheduler), raised as Ctrl-C is so that it ends the
+    command the same way: between whole output lines, workers stopped, one line on stderr."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated
 
 
 class CliError(Exception):
@@ -319,8 +333,8 @@ def _add_io_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=bounded_int(MAX_WORKERS, "each worker loads its own models"), default=None,
                    metavar="N", help=f"N processes over contiguous shards of the input, each with --threads "
                                      f"threads; output in input order (reads the whole input first; at most "
-                                     f"{MAX_WORKERS}); with --ray: N actors (default: as many as the cluster "
-                                     f"has room for)")
+                                     f"{MAX_WORKERS}, and one per CPU this process may use); with --ray: N "
+                                     f"actors (default: as many as the cluster has room for)")
     p.add_argument("--ray", nargs="?", const=RAY_LOCAL, default=None, metavar="ADDRESS",
                    help="decode on a Ray cluster (pip install 'pyfastdec[ray]'): the one at ADDRESS (e.g. auto, "
                         "ray://head:10001), else a local one; needs -i IN and -o OUT, a file or a directory of "
@@ -347,7 +361,8 @@ sentence is decoded on its own and the results are rejoined with single spaces; 
 single sentence longer than the model's max_source_len is cut between words, and a
 warning names the line on stderr. Output is written in whole lines only, whatever stops it.
 Exit status: 0 done; 1 error (model directory, files) or output closed early (e.g. by
-`| head`); 2 usage or invalid UTF-8 input (the error names the line); 130 interrupted.
+`| head`); 2 usage or invalid UTF-8 input (the error names the line); 130 interrupted
+(Ctrl-C); 143 terminated (SIGTERM).
 
 example: {example}
 """
@@ -525,13 +540,15 @@ class InputLines:
 # ----------------------------------------------------------------------------- output
 @contextmanager
 def sigint_deferred() -> Iterator[None]:
-    """Hold Ctrl-C back while a block of lines is written (or workers start), so an
-    interrupt lands between whole lines (it is delivered as soon as the block is out)."""
+    """Hold Ctrl-C and SIGTERM back while a block of lines is written (or workers start),
+    so an interrupt lands between whole lines (it is delivered as soon as the block is
+    out). Also while a write to a pipe waits for a slow reader: whole lines are what
+    --help promises, and SIGKILL still stops the process at once."""
     mask = getattr(signal, "pthread_sigmask", None)
     if mask is None or threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = mask(signal.SIG_BLOCK, {signal.SIGINT})
+    old = mask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
         yield
     finally:
@@ -695,16 +712,19 @@ _worker_translator: Optional[Translator] = None
 def _worker_init(spec: ModelSpec) -> None:
     global _worker_spec
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
-    if hasattr(signal, "pthread_sigmask"):  # started with Ctrl-C blocked (_start_workers); now ignored
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if hasattr(signal, "pthread_sigmask"):
+        # Started with Ctrl-C and SIGTERM blocked (_start_workers): Ctrl-C is now ignored,
+        # and SIGTERM (the parent's pool.terminate, or `timeout` to the process group) ends
+        # the worker silently, as its default action does.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     _worker_spec = spec
 
 
 def _start_workers(spec: ModelSpec, processes: int):
     """A pool of worker processes that never see Ctrl-C. A terminal sends it to every
     process of the group, and a worker still starting up (importing, before
-    _worker_init) would print a traceback: they start with SIGINT blocked, a mask that
-    fork and exec pass on, and unblock it once they ignore it."""
+    _worker_init) would print a traceback: they start with SIGINT (and SIGTERM)
+    blocked, a mask that fork and exec pass on, and unblock it once they ignore it."""
     if hasattr(signal, "pthread_sigmask"):
         # The pool starts multiprocessing's resource tracker, which unblocks SIGINT when it
         # is up: started first, it leaves the mask below alone.
@@ -752,6 +772,11 @@ def _results_in_workers(spec: ModelSpec, source: InputLines, options: DecodeOpti
 def run_translate(args) -> int:
     if args.ray is not None:
         return _run_on_ray(args)
+    if args.workers:  # with --ray, --workers counts actors of the cluster, not processes here
+        try:
+            check_workers(args.workers)
+        except ValueError as err:
+            raise CliError(str(err), EXIT_BAD_INPUT) from None
     source = InputLines(args.input)  # a missing or invalid input file fails before the model loads
     spec = model_spec(args)
     model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type)
@@ -794,7 +819,8 @@ def _run_on_ray(args) -> int:
     model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type)
     options = decode_options(args, default_strategy(model_dir, drafter_dir, spec.role, ALGOS))
     from pyfastdec import ray_cli  # raises CliError saying how to install the extra
-    return ray_cli.run(args, spec, options, None if args.ray == RAY_LOCAL else args.ray)
+    return ray_cli.run(args, spec, options, None if args.ray == RAY_LOCAL else args.ray, model_dir.path,
+                       None if drafter_dir is None else drafter_dir.path)
 
 
 # ----------------------------------------------------------------------------- info, bench
@@ -913,6 +939,16 @@ def _stdout_to_devnull() -> None:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if on_main_thread else None
+    try:
+        return _main(argv)
+    finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _main(argv: Optional[list[str]]) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -932,6 +968,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     except (CliError, ModelDirError, ValueError) as err:
         print(f"{PROG}: error: {err}", file=sys.stderr, flush=True)
         return err.code if isinstance(err, CliError) else EXIT_ERROR
+    except Terminated:
+        print(f"{PROG}: terminated", file=sys.stderr, flush=True)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED

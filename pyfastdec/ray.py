@@ -24,7 +24,6 @@ Importing this module imports Ray; nothing else in pyfastdec does.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import socket
 import tempfile
@@ -40,8 +39,10 @@ except ImportError as err:  # pragma: no cover - exercised by a test in a subpro
                       "(or pip install 'ray[data]')") from err
 
 from pyfastdec.api import load_checked
-from pyfastdec.cli import DecodeOptions, Line, ModelSpec, decode_rows
+from pyfastdec.cli import DecodeOptions, ModelSpec
 from pyfastdec.model_dir import ModelDirError
+from pyfastdec.model_files import ModelFiles
+from pyfastdec.row_batches import LINE_COLUMN, NOTES_COLUMN, decode_batch  # noqa: F401  (columns: public here too)
 
 # A test hook: a path P. While P.armed exists, the first actor to rename it to P.fired exits
 # on the spot at the start of its second batch, as a killed process would; its replacement
@@ -49,20 +50,6 @@ from pyfastdec.model_dir import ModelDirError
 # variable is set before ray.init (workers inherit the environment); a test arms it per run.
 CRASH_ONCE_ENV = "PYFASTDEC_RAY_CRASH_ONCE"
 CACHE_DIR_ENV = "PYFASTDEC_RAY_CACHE"  # where nodes keep shipped model directories (default: the temp dir)
-NOTES_COLUMN = "fastdec_notes"  # warnings (over-long sentences), on the row they concern
-LINE_COLUMN = "fastdec_line"  # 1-based input line numbers, when the caller (the CLI) has them
-
-
-def _directory_files(path: Path) -> dict[str, bytes]:
-    """The files of a model directory (flat, as export/FORMAT.md lays it out)."""
-    return {p.name: p.read_bytes() for p in sorted(path.iterdir()) if p.is_file()}
-
-
-def _digest(files: dict[str, bytes]) -> str:
-    h = hashlib.sha256()
-    for name, data in sorted(files.items()):
-        h.update(name.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
-    return h.hexdigest()[:24]
 
 
 def _materialize(files: dict[str, bytes], digest: str) -> Path:
@@ -85,13 +72,9 @@ def _materialize(files: dict[str, bytes], digest: str) -> Path:
     return target
 
 
-class _ShippedDir:
-    """A model directory's files in the object store, with their hash (the cache name)."""
-
-    def __init__(self, path: Path):
-        files = _directory_files(path)
-        self.digest = _digest(files)
-        self.ref = ray.put(files)
+def _ship(files: ModelFiles) -> tuple[str, Any]:
+    """A model directory's files in the object store, with their digest (the cache name)."""
+    return files.digest, ray.put(files.files)
 
 
 class DecodeBatches:
@@ -122,19 +105,7 @@ class DecodeBatches:
         self.batches += 1
         if self.crash_marker and self.batches == 2:
             self._crash_once()
-        texts = [str(t) for t in batch[self.column]]
-        # Line numbers only label warnings (and n-best lines): the CLI passes them in LINE_COLUMN.
-        numbers = batch[LINE_COLUMN].tolist() if LINE_COLUMN in batch else list(range(1, len(texts) + 1))
-        lines = [Line(int(n), t) for n, t in zip(numbers, texts)]
-        rows, _, notes = decode_rows(self.translator, lines, self.options)
-        row_notes = [[] for _ in lines]
-        for index, note in notes:
-            row_notes[0 if index is None else index].append(note)
-        result = dict(batch)
-        # The CLI writes whole lines (with n-best, up to n per input line); the API gives the text.
-        result[self.output_column] = ["".join(r) for r in rows] if self.cli_lines else [r[0][:-1] for r in rows]
-        result[NOTES_COLUMN] = ["\n".join(n) for n in row_notes]
-        return result
+        return decode_batch(self.translator, batch, self.options, self.column, self.output_column, self.cli_lines)
 
     def _crash_once(self) -> None:
         try:
@@ -145,21 +116,22 @@ class DecodeBatches:
 
 
 def _map(ds: "ray.data.Dataset", spec: ModelSpec, options: DecodeOptions, column: str, output_column: str,
-         workers: Optional[int], lines_per_call: Optional[int], ship_model: bool, cli_lines: bool = False
-         ) -> "ray.data.Dataset":
+         workers: Optional[int], lines_per_call: Optional[int], ship_model: bool, cli_lines: bool = False,
+         shipped: Optional[tuple[ModelFiles, Optional[ModelFiles]]] = None) -> "ray.data.Dataset":
+    """shipped: the files to ship (read by the caller, who recorded their digest); else,
+    with ship_model, the directories of `spec` are checked and read here."""
     if workers is not None and workers < 1:
         raise ValueError(f"workers: expected a positive integer or None (autoscaling), got {workers}")
     if lines_per_call is None:
         lines_per_call = options.batch_size * 8  # the CLI's block of lines for --workers
     model_files = drafter_files = None
-    if ship_model:
+    if ship_model and shipped is None:
         # Checked here, where the error is one line before anything starts.
         model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type)
-        shipped = _ShippedDir(model_dir.path)
-        model_files = (shipped.digest, shipped.ref)
-        if drafter_dir is not None:
-            shipped = _ShippedDir(drafter_dir.path)
-            drafter_files = (shipped.digest, shipped.ref)
+        shipped = (ModelFiles.read(model_dir.path), None if drafter_dir is None else ModelFiles.read(drafter_dir.path))
+    if ship_model:
+        model_files = _ship(shipped[0])
+        drafter_files = None if shipped[1] is None else _ship(shipped[1])
     pool = (ray.data.ActorPoolStrategy(size=workers) if workers is not None
             else ray.data.ActorPoolStrategy(min_size=1, max_size=None))
     return ds.map_batches(

@@ -60,6 +60,26 @@ def check_threads(value, what: str = "threads") -> int:
     return threads
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask: taskset, cgroup cpusets)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def check_workers(value: int, what: str = "--workers") -> int:
+    """Worker processes on this machine: at most one per CPU this process may use. Each
+    loads its own copy of the models and runs at least one thread, so a worker beyond the
+    CPUs adds memory and start-up time and takes CPU time from the others: refused (in one
+    line, as too many threads are) rather than cut down behind the caller's back."""
+    cpus = usable_cpus()
+    if value > cpus:
+        raise ValueError(f"{what} {value}: at most {cpus} worker processes here (one per CPU this process may use; "
+                         f"each loads its own models, so more add memory and time, not speed)")
+    return value
+
+
 def default_threads() -> int:
     """FASTDEC_THREADS if set, else the number of physical cores."""
     env = os.environ.get("FASTDEC_THREADS")

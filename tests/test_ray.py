@@ -5,6 +5,7 @@ resumed. Ray starts once for the module (several seconds), in the module fixture
 import concurrent.futures
 import os
 import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from child_python import NEUTRAL_CWD, PACKAGE_ROOT  # noqa: E402
 
 from pyfastdec import Translator, cli  # noqa: E402
 from pyfastdec import ray as fastdec_ray  # noqa: E402
-from pyfastdec import ray_cli  # noqa: E402
+from pyfastdec import ray_cli, resumable_job  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -129,8 +130,8 @@ def test_a_killed_job_resumes_without_redoing_committed_parts(cluster, reference
     shards.mkdir()
     for k in range(3):  # 3 shards of 300 lines, parts of 200: 6 parts
         (shards / f"s{k}.txt").write_text("\n".join(lines[300 * k:300 * (k + 1)]) + "\n")
-    monkeypatch.setattr(ray_cli, "PART_LINES", 200)
-    commit = ray_cli.WorkDir.commit_part
+    monkeypatch.setattr(resumable_job, "PART_LINES", 200)
+    commit = resumable_job.WorkDir.commit_part
     commits = []
 
     def commit_then_die(self, shard, part, out):
@@ -139,24 +140,24 @@ def test_a_killed_job_resumes_without_redoing_committed_parts(cluster, reference
         if len(commits) == 3:
             raise KeyboardInterrupt  # the job is killed after its third part is committed
 
-    monkeypatch.setattr(ray_cli.WorkDir, "commit_part", commit_then_die)
+    monkeypatch.setattr(resumable_job.WorkDir, "commit_part", commit_then_die)
     out = tmp_path / "out"
     assert fastdec(["--ray", "--workers", "2", "-i", str(shards), "-o", str(out)]) == cli.EXIT_INTERRUPTED
-    assert (out / ray_cli.WORK_IN_DIR / ray_cli.MANIFEST).is_file()
+    assert (out / resumable_job.WORK_IN_DIR / resumable_job.MANIFEST).is_file()
     committed = set(commits)
     capsys.readouterr()
 
     sent = []
     from_items = ray.data.from_items
     monkeypatch.setattr(ray.data, "from_items", lambda rows, **kw: sent.extend(rows) or from_items(rows, **kw))
-    monkeypatch.setattr(ray_cli.WorkDir, "commit_part", commit)
+    monkeypatch.setattr(resumable_job.WorkDir, "commit_part", commit)
     assert fastdec(["--ray", "--workers", "2", "-i", str(shards), "-o", str(out)]) == 0
     assert "resuming from" in capsys.readouterr().err
     redone = {(r["shard"], r["part"]) for r in sent}
     assert not redone & committed and len(sent) == 900 - 200 * len(committed) + 100 * sum(p == 1 for _, p in committed)
     for k in range(3):
         assert (out / f"s{k}.txt").read_text().splitlines() == expected[300 * k:300 * (k + 1)]
-    assert not (out / ray_cli.WORK_IN_DIR).exists()
+    assert not (out / resumable_job.WORK_IN_DIR).exists()
 
 
 def test_a_model_directory_the_actors_cannot_read_is_one_clear_error(cluster, tmp_path):
@@ -171,3 +172,22 @@ def test_a_model_directory_the_actors_cannot_read_is_one_clear_error(cluster, tm
     assert ray_cli._model_error(info.value) == (
         f"on Ray node {socket.gethostname()}: {missing}: (directory): no such directory (expected a model "
         f"directory with config.json, model.safetensors, spm.model)")
+
+
+def test_more_threads_than_any_node_has_is_one_line_not_a_hang(cluster, tmp_path, capsys):
+    """An actor of --threads 3 fits no node of the 2-CPU local instance: Ray would wait for
+    one forever."""
+    src = tmp_path / "in.txt"
+    src.write_text("A man.\n")
+    result = []
+    # A daemon thread: a hang fails the test instead of blocking the run.
+    worker = threading.Thread(target=lambda: result.append(fastdec(["--ray", "--threads", "3", "-i", str(src),
+                                                                    "-o", str(tmp_path / "out.txt")])), daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert result == [cli.EXIT_BAD_INPUT]
+    # Only fastdec's lines: the module's Ray instance may still print actor logs of earlier tests.
+    assert [line for line in capsys.readouterr().err.splitlines() if line.startswith("fastdec:")] == [
+        "fastdec: error: --threads 3: each Ray actor needs 3 CPUs on one node, but the largest node of the local Ray "
+        "instance has 2 (expected --threads 2 or fewer)"]
+    assert not (tmp_path / "out.txt").exists()
