@@ -71,8 +71,14 @@ CHECKSUM_CONFIG = "config"
 CHECKSUM_KEYS = (CHECKSUM_CONFIG, "model.safetensors", "spm.model")  # tokenizer "spm"
 
 
+# The lexical shortlist is optional, and so is its key; but a checksummed directory that
+# has one must list it (check_shortlist_content): a shortlist.bin of another model with the
+# same vocabulary size loads and silently changes every output.
+SHORTLIST_FILE = "shortlist.bin"
+
+
 def checksum_keys(tokenizer: str) -> tuple[str, ...]:
-    """The keys of config.json "checksum" for a directory with this tokenizer."""
+    """The keys config.json "checksum" must have for a directory with this tokenizer."""
     return (CHECKSUM_CONFIG, WEIGHTS_FILE) + TOKENIZER_FILES[tokenizer]
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 QUANT_WEIGHTS, QUANT_WEIGHT_SCALE, QUANT_ACTIVATIONS = "int8", "per_output_channel", "int8_static_per_tensor"
@@ -383,8 +389,8 @@ def _parse_checksum(r: _ConfigReader, value: Any, keys: tuple[str, ...] = CHECKS
     expected = "an object with " + ", ".join(f'"{k}": "sha256:<64 hex digits>"' for k in keys)
     if not isinstance(value, dict):
         raise r.fail("checksum", f"{_show(value)} (expected {expected})")
-    r.only(value, keys, "checksum.")
-    for key in keys:
+    r.only(value, keys + (SHORTLIST_FILE,), "checksum.")
+    for key in keys + ((SHORTLIST_FILE,) if SHORTLIST_FILE in value else ()):
         digest = r.field(value, key, "checksum.", '"sha256:<64 hex digits>"')
         if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
             raise r.fail(f"checksum.{key}", f"{_show(digest)} (expected \"sha256:<64 lowercase hex digits>\")")
@@ -405,6 +411,25 @@ def check_content(data, path: Path, key: str, config: "ModelConfig", config_path
         actual, expected = file_digest(data), config.checksum[key]
         if actual != expected:
             raise checksum_mismatch(path, "(content)", key, expected, actual, config_path)
+
+
+def check_shortlist_content(data: Optional[bytes], path: Path, config: "ModelConfig", config_path: Any) -> None:
+    """A model directory's own shortlist.bin (its bytes, None if absent) against config.json
+    checksum: with a checksum, a present shortlist must be listed and match, and a listed
+    one must be present. Without a checksum (hand-built directories) anything passes."""
+    if config.checksum is None:
+        return
+    if SHORTLIST_FILE not in config.checksum:
+        if data is not None:
+            raise ModelDirError(f"{path}: (file): not listed in {config_path} checksum (expected checksum."
+                                f"{SHORTLIST_FILE}: a shortlist of another model with the same vocabulary changes "
+                                f"every output; if this one belongs to the model, record it with "
+                                f"python -m export.rehash DIR)")
+        return
+    if data is None:
+        raise ModelDirError(f"{path}: (file): missing (expected the shortlist {config_path} checksum."
+                            f"{SHORTLIST_FILE} lists; or pass shortlist=False / --no-shortlist)")
+    check_content(data, path, SHORTLIST_FILE, config, config_path)
 
 
 def parse_config(obj: Any, where: str = CONFIG_FILE) -> ModelConfig:

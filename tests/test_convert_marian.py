@@ -413,3 +413,19 @@ def test_checkpoints_need_only_the_shipped_data(tmp_path, monkeypatch):
     monkeypatch.setenv("FASTDEC_DATA", str(tmp_path / "data"))
     vocab = build_tokenizer_files(tmp_path / "hf", 400, 500)
     assert vocab["</s>"] == 0 and vocab["<pad>"] == len(vocab) - 1 and len(vocab) > 500
+
+
+def test_shortlist_is_recorded_in_the_checksum(tiny, tmp_path):
+    """--shortlist SRC TGT writes shortlist.bin after the checksummed files: the checksum
+    lists it, so the converted directory loads with its shortlist (a shortlist a checksum
+    does not list is refused: test_shortlist_checksum.py)."""
+    import hashlib
+
+    hf_dir = tiny[0]
+    src, tgt = tmp_path / "train.en", tmp_path / "train.de"
+    src.write_text("\n".join(read_lines("val.en.gz", 100)) + "\n", encoding="utf-8")
+    tgt.write_text("\n".join(read_lines("val.de.gz", 100)) + "\n", encoding="utf-8")
+    out = convert_marian(hf_dir, tmp_path / "out", shortlist=(src, tgt))
+    listed = json.loads((out / "config.json").read_text())["checksum"]["shortlist.bin"]
+    assert listed == "sha256:" + hashlib.sha256((out / "shortlist.bin").read_bytes()).hexdigest()
+    assert NativeBackend(out, threads=1).shortlist is not None
