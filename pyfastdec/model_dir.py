@@ -27,6 +27,7 @@ from typing import Any, Optional
 import numpy as np
 
 from pyfastdec import safetensors_io
+from pyfastdec.size_limits import MAX_BLOCK
 
 try:  # a run-time dependency, but the reader stays importable without it
     import sentencepiece
@@ -491,6 +492,11 @@ def parse_config(obj: Any, where: str = CONFIG_FILE) -> ModelConfig:
 
     if arch == "nat-drafter":
         block_size = r.integer(obj, "block_size", "")
+        if block_size > MAX_BLOCK:
+            # The bound of --block / block= (size_limits.py): memory grows with the block
+            # (20000 took 3.5 GB and 52 s for one sentence), acceptance falls with it.
+            raise r.fail("block_size", f"{block_size} (expected an integer in [1, {MAX_BLOCK}], the bound of "
+                                       f"--block; drafters are trained for 4 to 10)")
         if decoder_self != "attention":
             # The drafter's mask block attends bidirectionally, which a recurrence cannot.
             raise r.fail("decoder.self", f"{_show(decoder_self)} (expected \"attention\" for arch \"nat-drafter\")")
