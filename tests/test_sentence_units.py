@@ -46,10 +46,34 @@ LONG_PARAGRAPH = 36  # sentences in the paragraph that exceeds max_source_len
     ("Wait... what?!  Yes.", ["Wait...", "what?!", "Yes."]),
     ("一。二！三", ["一。", "二！", "三"]),
     ("  no stop at the end  ", ["no stop at the end"]),
+    # punctuation glued to the next sentence (issue 27, item 15) ...
+    ("A dog runs.A cat sleeps.A bird sings.", ["A dog runs.", "A cat sleeps.", "A bird sings."]),
+    ("He left!Why?Who knows…Nobody.", ["He left!", "Why?", "Who knows…", "Nobody."]),
+    ('He said "Stop."Then left.', ['He said "Stop."', "Then left."]),
+    ("Привіт.Як справи?Добре.", ["Привіт.", "Як справи?", "Добре."]),
+    # ... but not inside abbreviations, numbers, names, addresses and file names
+    ("The U.S.A.Is big. Mr.Smith and e.g.Mary came.", ["The U.S.A.Is big.", "Mr.Smith and e.g.Mary came."]),
+    ("It costs 3.5 euros.Version 2.0.Beta ships.", ["It costs 3.5 euros.", "Version 2.0.Beta ships."]),
+    ("Edit config.json and README.TXT now.", ["Edit config.json and README.TXT now."]),
+    ("Mail john.Smith@Example.com or see www.Example.com today.",
+     ["Mail john.Smith@Example.com or see www.Example.com today."]),
+    ("Open https://example.org/A.Page and C:\\Dir.Files now.", ["Open https://example.org/A.Page and C:\\Dir.Files now."]),
+    ("Call Foo.Bar.baz in code.", ["Call Foo.Bar.baz in code."]),
 ])
 def test_split_sentences_rules(text, sentences):
     assert split_sentences(text) == sentences
     assert "".join("".join(sentences).split()) == "".join(text.split())  # nothing lost, nothing moved
+
+
+def test_glued_sentences_are_translated_one_by_one(en_de, flickr):
+    """`printf 'A dog runs.A cat sleeps.A bird sings.' | fastdec translate` lost the second and
+    third sentence: given them as one, the model translates the first and drops the rest.
+    Glued, real sentences translate as each does alone."""
+    sentences, ref = flickr
+    for group in paragraphs(sentences[:30], seed=27):
+        glued = "".join(group)
+        assert split_sentences(glued) == group
+        assert en_de.translate(glued, algo="greedy") == " ".join(ref[s] for s in group)
 
 
 def test_clean_text_turns_every_control_character_into_a_space():
