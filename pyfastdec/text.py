@@ -238,11 +238,23 @@ def sentence_units(text: str, tokenizer: Tokenizer, max_ids: int) -> list[list[l
     return [chunks for _, chunks in sentences_with_ids(text, tokenizer, max_ids)]
 
 
+def visible(text: str) -> bool:
+    """Whether `text` shows anything: a letter, digit, punctuation mark or symbol. Text of
+    only format characters (ZWJ, ZWNJ, U+2060-2064, soft hyphens, bidi marks, BOM), private
+    use, noncharacters (U+FFFE/FFFF), unassigned code points and bare combining marks
+    does not: sentencepiece makes <unk> or a lone piece of it, which the models render as
+    invented words."""
+    return any(unicodedata.category(c)[0] in "LNPS" for c in text)
+
+
 def sentences_with_ids(text: str, tokenizer: Tokenizer, max_ids: int) -> list[tuple[str, list[list[int]]]]:
     """(sentence text, its chunks as in sentence_units) of every sentence of `text` that
-    has any ids."""
+    is visible and has any ids: a line of only invisible characters gives no unit, so an
+    empty output, as a line of control characters does."""
     units = []
     for sentence in split_sentences(text):
+        if not visible(sentence):
+            continue
         ids = tokenizer.encode(sentence)
         if ids:
             units.append((sentence, cut_ids(ids, max_ids, tokenizer.starts_word) if len(ids) > max_ids else [ids]))
