@@ -270,9 +270,20 @@ def _parse_eps(r: _ConfigReader, obj: dict) -> float:
     return float(eps)
 
 
+# The engine compares log-probs in float32: a margin is used as at most its largest value,
+# which no gap between two tokens the model can write reaches, so any larger margin (inf
+# included) means "never edit" (1e308 used to fail inside the engine, as inf in float32).
+MAX_EDIT_MARGIN = float(np.finfo(np.float32).max)
+
+
 def is_edit_margin(value: Any) -> bool:
-    """A valid edit margin: a finite real number >= 0 (bool is not one)."""
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
+    """A valid edit margin: a real number >= 0, inf included (bool is not one; NaN fails)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and value >= 0
+
+
+def engine_edit_margin(value: float) -> float:
+    """The margin the engine is given: `value` clamped to MAX_EDIT_MARGIN (the same rule)."""
+    return min(float(value), MAX_EDIT_MARGIN)
 
 
 def _parse_bild(r: _ConfigReader, obj: dict, arch: str, shared: bool) -> Optional[dict[str, float]]:
@@ -304,7 +315,7 @@ def _parse_decoding(r: _ConfigReader, obj: dict, arch: str) -> float:
     decoding = r.mapping(obj, "decoding", "", 'an object {"edit_margin": ...}')
     r.only(decoding, DECODING_FIELDS, "decoding.")
     margin = decoding.get("edit_margin", 0.0)
-    if not is_edit_margin(margin):
+    if not is_edit_margin(margin) or not math.isfinite(margin):
         raise r.fail("decoding.edit_margin", f"{_show(margin)} (expected a number >= 0: nats an edit must win by)")
     if margin and arch != "transformer":
         raise r.fail("decoding.edit_margin", f"{_show(margin)} (a {arch!r} model drafts; it decodes nothing itself)")

@@ -16,7 +16,7 @@ import numpy as np
 from pyfastdec.backends.base import Draft, StepOut, Want
 from pyfastdec.backends.proposals import check_proposals
 from pyfastdec.model_dir import (CONFIG_FILE, SHORTLIST_FILE, ModelConfig, ModelDir, ModelDirError,
-                                 check_shortlist_content)
+                                 check_shortlist_content, engine_edit_margin)
 from pyfastdec.runtime import _engine, check_threads, default_threads  # runtime explains a missing engine
 from pyfastdec.shortlist import Shortlist
 
@@ -138,7 +138,7 @@ class NativeBackend:
         out = self._model.step(state, tokens, argmax=want.argmax, topk=want.topk, ids=ids,
                                logprobs=want.logprobs, proposals=proposals,
                                heads=want.heads if proposals is not None else 0, keep_ids=keep,
-                               edit_margin=want.edit_margin)
+                               edit_margin=engine_edit_margin(want.edit_margin))
         return StepOut(argmax=out.get("argmax"), topk_ids=out.get("topk_ids"),
                        topk_logprobs=out.get("topk_logprobs"), id_logprobs=out.get("id_logprobs"),
                        logprobs=out.get("logprobs"), proposals=out.get("proposals"),
