@@ -22,6 +22,7 @@ import shutil
 
 import numpy as np
 import pytest
+from test_decoding_gad import check_late_drafts
 from test_decoding_support import EOS, TOKENS
 from test_draft_or_plain import measured
 
@@ -99,6 +100,14 @@ def test_gad_with_a_shared_encoder_drafter_is_greedy(drafter_pairs, which):
     # The drafter never encodes (its backend refuses to): all encoder time is the verifier's.
     with pytest.raises(ValueError, match="encoder.shared|shares another"):
         drafter.encode(SOURCES[:1])
+
+
+@pytest.mark.parametrize("which", ["native", "int8"])
+def test_gad_attaches_late_for_the_rows_still_live(drafter_pairs, which):
+    """Rows that finish in the plain steps before the first draft: the drafter attaches
+    to the verifier's memory of the live rows only (check_late_drafts)."""
+    verifier, drafter = drafter_pairs[which]
+    check_late_drafts(verifier, drafter, SOURCES)
 
 
 def test_native_attach_drafts_as_the_torch_reference(drafter_pairs):
