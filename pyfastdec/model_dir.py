@@ -86,7 +86,7 @@ QUANT_WEIGHTS, QUANT_WEIGHT_SCALE, QUANT_ACTIVATIONS = "int8", "per_output_chann
 # quantization.embedding: embed.weight stored int8 [V, d] with embed.weight_scale [V]
 # (absent/null: float32 embed.weight, quantised per row at load the same way).
 QUANT_EMBEDDING = "int8_per_row"
-EMBED_SCALE = "embed.weight_scale"
+EMBED_WEIGHT, EMBED_SCALE = "embed.weight", "embed.weight_scale"
 
 F32 = np.dtype("<f4")
 I8 = np.dtype("i1")
@@ -923,11 +923,16 @@ class ModelDir:
 
 # Config fields that change what an encoder computes from the same tensors.
 _ENCODER_FIELDS = ("d_model", "head_dim", "norm", "activation", "layer_norm_eps", "positions", "max_source_len")
+# Tensors outside encoder.* that it computes from: the token embedding feeding its first
+# layer (tied with the decoder's input and output layer, so a host retrained or quantised
+# on that side alone changes the encoder output too). Named, so an embedding that differs
+# is refused by the digest itself, not by whatever else happens to differ with it.
+ENCODER_INPUT_TENSORS = (EMBED_WEIGHT, EMBED_SCALE)
 
 
 def encoder_digest(model: "ModelDir | str | os.PathLike") -> str:
     """"sha256:..." naming what a model's encoder computes: its tensors (encoder.* and
-    the embedding that feeds it), the int8 input scales of its linears and the config
+    ENCODER_INPUT_TENSORS, the embedding that feeds it), the int8 input scales of its linears and the config
     fields that shape it. A shared-encoder model (config.json encoder.shared) records
     its host's, and is refused next to a model whose encoder differs in any of these."""
     model = model if isinstance(model, ModelDir) else ModelDir.load(model)
@@ -942,7 +947,7 @@ def encoder_digest(model: "ModelDir | str | os.PathLike") -> str:
                                  if name.startswith("encoder."))
     h = hashlib.sha256(json.dumps(described, sort_keys=True).encode())
     for name in sorted(model.tensors):
-        if name.startswith("encoder.") or name.startswith("embed."):
+        if name.startswith("encoder.") or name in ENCODER_INPUT_TENSORS:
             array = np.ascontiguousarray(model.tensors[name])
             h.update(f"{name}:{array.dtype.str}:{list(array.shape)}".encode())
             h.update(memoryview(array).cast("B"))
