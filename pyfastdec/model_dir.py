@@ -504,8 +504,8 @@ def parse_config(obj: Any, where: str = CONFIG_FILE) -> ModelConfig:
     if arch == "nat-drafter":
         block_size = r.integer(obj, "block_size", "")
         if block_size > MAX_BLOCK:
-            # The bound of --block / block= (size_limits.py): memory grows with the block
-            # (20000 took 3.5 GB and 52 s for one sentence), acceptance falls with it.
+            # The bound of --block / block= (size_limits.py says why): the block drafted by
+            # default comes from here, so without it a config.json bypasses that bound.
             raise r.fail("block_size", f"{block_size} (expected an integer in [1, {MAX_BLOCK}], the bound of "
                                        f"--block; drafters are trained for 4 to 10)")
         if decoder_self != "attention":
