@@ -32,6 +32,7 @@ def heads_copy(model_dir: Path, out: Path, heads: int, hidden: int | None) -> Pa
 
     from export.calibrate import calibrate
     from export.data import corpus_path, read_lines
+    from export.rehash import rehash
     from export.writer import read_model_dir, write_model_dir
 
     torch.manual_seed(0)
@@ -50,6 +51,7 @@ def heads_copy(model_dir: Path, out: Path, heads: int, hidden: int | None) -> Pa
                     calibration=quant.get("calibration") if quant else None)
     if (model_dir / "shortlist.bin").is_file():
         shutil.copyfile(model_dir / "shortlist.bin", out / "shortlist.bin")
+        rehash(out)  # the checksum lists the shortlist too (a foreign one is refused at load)
     return out
 
 

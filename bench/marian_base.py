@@ -63,7 +63,7 @@ def build(work: Path) -> dict[str, Path]:
     mc = checkpoints()
     hf, ours, ct2 = work / "hf", work / "pyfastdec-int8", work / "ct2-int8"
     if not (hf / "config.json").exists():
-        vocab = mc.build_tokenizer_files(hf, SPM_PIECES, SPM_PIECES, total=VOCAB_ROWS)
+        vocab = mc.build_tokenizer_files(hf, SPM_PIECES, SPM_PIECES, total=VOCAB_ROWS, splits=("train",))
         mc.save_marian(hf, vocab, **SHAPE)
     if not (ours / "config.json").exists():
         from pyfastdec.convert import main as convert_main

@@ -58,6 +58,7 @@ def tiny_shortlist(seed: int) -> Shortlist:
 def run(tmp_path_factory):
     import bench.models
     from bench import run as bench_run
+    from export.rehash import rehash
     from export.train_heads import main as train_heads
     from export.vocab import load_vocab
 
@@ -66,11 +67,13 @@ def run(tmp_path_factory):
     attn = uniform_model(1)
     write_model_dir(attn, spm, root / "en-de-attn")
     tiny_shortlist(11).save(root / "en-de-attn" / "shortlist.bin")
+    rehash(root / "en-de-attn")  # the checksum lists the shortlist
     pairs = [(s[:-1], translate(s)) for s in task_sources(32, seed=5)]
     write_model_dir(attn, spm, root / "en-de-attn-int8", act_scales=calibrate(attn, pairs), int8=True)
     verifier = trained_verifier()
     plain = write_model_dir(verifier, spm, root / "plain", act_scales=calibrate(verifier, pairs), int8=True)
     tiny_shortlist(12).save(plain / "shortlist.bin")
+    rehash(plain)
     sp = load_vocab(spm)
     sources = root / "sources.txt"
     sources.write_text("".join((sp.decode(s[:-1]) or "a") + "\n" for s in task_sources(300, seed=9)))

@@ -53,6 +53,7 @@ def task_shortlist(vocab: int):
 
 def tiny_models(root: Path) -> dict:
     from export.calibrate import calibrate
+    from export.rehash import rehash
     from export.tiny import TINY_VOCAB, tiny_spm
     from export.tiny_task import task_sources, trained_drafter, trained_shared, trained_verifier, translate
     from export.writer import write_model_dir
@@ -68,6 +69,7 @@ def tiny_models(root: Path) -> dict:
     for role, host_self, kind in (("en-de", "ssru", "drafter"), ("big", "attention", "little")):
         host = int8(trained_verifier(host_self), role)
         task_shortlist(TINY_VOCAB).save(host / "shortlist.bin")
+        rehash(host)  # the checksum lists the shortlist
         shared = trained_shared(kind, host_self)
         shared.cfg.encoder_shared = encoder_digest(host)
         dirs[role], dirs[kind] = host, int8(shared, kind)

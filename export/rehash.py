@@ -3,8 +3,8 @@
     python -m export.rehash models/en-de [models/uk-gec ...]
 
 config.json "checksum" (export/FORMAT.md, *Checksum*) holds the sha256 of model.safetensors,
-of spm.model and of config.json's own canonical content; pyfastdec refuses a directory
-whose files differ from it. export.writer writes it with every directory; run this after
+of spm.model, of shortlist.bin when there is one, and of config.json's own canonical
+content; pyfastdec refuses a directory whose files differ from it. export.writer writes it with every directory; run this after
 changing a directory's files on purpose (or to add the field to an older directory). The
 directory must otherwise be valid: it is loaded with the new checksums before this
 returns, and config.json is left as it was if that fails. Only config.json changes.
@@ -16,8 +16,8 @@ import json
 import os
 from pathlib import Path
 
-from pyfastdec.model_dir import (CHECKSUM_CONFIG, CONFIG_FILE, TOKENIZER_FILES, WEIGHTS_FILE, ModelDir,
-                                 ModelDirError, config_digest, file_digest, load_config_json)
+from pyfastdec.model_dir import (CHECKSUM_CONFIG, CONFIG_FILE, SHORTLIST_FILE, TOKENIZER_FILES, WEIGHTS_FILE,
+                                 ModelDir, ModelDirError, config_digest, file_digest, load_config_json)
 
 
 def checksums(path: str | Path, config: dict) -> dict[str, str]:
@@ -29,6 +29,8 @@ def checksums(path: str | Path, config: dict) -> dict[str, str]:
         if not (path / name).is_file():
             raise ModelDirError(f"{path / name}: (file): missing (expected a file of the model directory)")
         out[name] = file_digest((path / name).read_bytes())
+    if (path / SHORTLIST_FILE).exists():  # optional, but listed whenever present (model_dir.py)
+        out[SHORTLIST_FILE] = file_digest((path / SHORTLIST_FILE).read_bytes())
     return out
 
 

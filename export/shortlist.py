@@ -281,6 +281,19 @@ def rewrite_main(argv) -> int:
     return 0
 
 
+def record_in_model_dir(out: Path) -> None:
+    """A shortlist.bin written into a model directory whose config.json has checksums is
+    recorded there (export.rehash): pyfastdec refuses a checksummed directory's shortlist
+    that its checksum does not list."""
+    from pyfastdec.model_dir import CONFIG_FILE, SHORTLIST_FILE, load_config_json
+
+    config = Path(out).parent / CONFIG_FILE
+    if Path(out).name == SHORTLIST_FILE and config.is_file() and "checksum" in load_config_json(config):
+        from .rehash import rehash
+
+        rehash(Path(out).parent)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["rewrite"]:
@@ -320,6 +333,7 @@ def main(argv=None) -> int:
                                     first_fill_id=first_fill_id,
                                     keep_probs=args.probs, identity=args.identity, log=log)
         shortlist.save(args.out, version=args.version)
+        record_in_model_dir(args.out)
     except (OSError, ValueError) as err:
         log(f"error: {err}")
         return 1

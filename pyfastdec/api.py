@@ -41,7 +41,7 @@ from pyfastdec.decoding.prefix import PrefixedBackend, PrefixSource
 from pyfastdec.decoding.sampling import check_sampling, sample
 from pyfastdec.decoding.source_draft_length import SourceDraftLength
 from pyfastdec.default_strategy import StrategyChoice, default_strategy
-from pyfastdec.model_dir import ModelDir, ModelDirError, check_shared_encoder, is_edit_margin
+from pyfastdec.model_dir import ModelDir, ModelDirError, check_shared_encoder, engine_edit_margin, is_edit_margin
 from pyfastdec.repetition_guard import LoopCheck
 from pyfastdec.runtime import check_threads, default_threads
 from pyfastdec.size_limits import MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK, MAX_N_BEST, check_size
@@ -357,8 +357,9 @@ class Translator:
             the returned output and of its score. With text input it prefixes the
             output's first sentence.
         max_decoding_length: output tokens at most (the prefix included, EOS not
-            counted); default 2 * len(source) + 10 per sentence. A prefix already that
-            long is returned as it is.
+            counted); default 2 * len(source) + 10 per sentence. A target prefix longer
+            than a given max_decoding_length raises ValueError; one already as long as
+            the limit (or, with the default limit, longer) is returned as it is.
         length_penalty: beam search ranks hypotheses by sum(log p) / length^length_penalty
             (length counting EOS); the returned scores are normalised the same way for
             every algorithm (1.0: the average log-prob per token).
@@ -366,7 +367,8 @@ class Translator:
             copying would write next unless the model's top-1 beats it by this many nats
             (decoding/source_ngrams.py; raises precision, IAD still equals greedy with the
             same margin); None (default): the model's config.json "decoding.edit_margin"
-            for those two algos (0 when absent), else 0.
+            for those two algos (0 when absent), else 0. Any number >= 0: a margin above
+            float32's largest (3.4e38; inf included) is that, i.e. never edit.
         repetition_guard: a Corrector's output that repeats a word, piece or punctuation
             n-gram 3+ times in a row (more than its source does) comes back as its source
             (repetition_guard.py: a loop is never a correction); per sentence, or per part
@@ -584,16 +586,16 @@ class Translator:
         if edit_margin is None:
             if algo not in ("greedy", "iad") or target_prefix is not None:
                 return 0.0
-            return self.model_dir.config.edit_margin
+            return engine_edit_margin(self.model_dir.config.edit_margin)
         if not is_edit_margin(edit_margin):
-            raise ValueError(f"edit_margin must be a finite number >= 0 (nats), got {edit_margin!r}")
+            raise ValueError(f"edit_margin must be a number >= 0 (nats; inf: never edit), got {edit_margin!r}")
         if edit_margin and algo not in ("greedy", "iad"):
             raise ValueError(f"edit_margin={edit_margin}: the edit-margin rule applies to algo 'greedy' and 'iad' "
                              f"only, got {algo!r}")
         if edit_margin and target_prefix is not None:
             raise ValueError(f"edit_margin={edit_margin} with target_prefix: the rule aligns the output with its "
                              f"source from the first token; give one or the other")
-        return float(edit_margin)
+        return engine_edit_margin(edit_margin)
 
     def _check_options(self, algo, beam_size, batch_size, n_best, block, beta, tau) -> None:
         if algo not in ALGOS:
@@ -705,7 +707,15 @@ class Translator:
 
     def _run(self, items: list, prefixes, opts: _Options, offset: int = 0):
         """(n-best _Hyp list per input, kinds, DecodeStats, warnings) of one call."""
-        units, kinds, splits = self._units(items, self._prefix_ids(items, prefixes), offset)
+        prefix_ids = self._prefix_ids(items, prefixes)
+        for i, ids in enumerate(prefix_ids):
+            if opts.max_len is not None and len(ids) > opts.max_len:
+                # The limit counts the prefix: returning it whole would exceed the limit, cutting
+                # it would drop what the caller asked the output to start with.
+                raise ValueError(f"target_prefix: input {i + offset} has {len(ids)} tokens, more than "
+                                 f"max_decoding_length={opts.max_len} (which counts the prefix); raise "
+                                 f"max_decoding_length or shorten the prefix")
+        units, kinds, splits = self._units(items, prefix_ids, offset)
         stats = DecodeStats(sentences=len(items))
         unit_hyps: list[list[_Hyp]] = [[] for _ in units]
         # Longest first: a batch holds similar lengths, and the biggest one comes first.

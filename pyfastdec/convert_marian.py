@@ -44,14 +44,14 @@ from typing import Any, Optional
 import numpy as np
 
 from pyfastdec import safetensors_io
-from pyfastdec.model_dir import (CONFIG_FILE, SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE, WEIGHTS_FILE,
-                                 ModelDir, ModelDirError, check_marian_vocab, config_digest, file_digest)
+from pyfastdec.model_dir import (CONFIG_FILE, SHORTLIST_FILE, SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE,
+                                 WEIGHTS_FILE, ModelDir, ModelDirError, check_marian_vocab, config_digest,
+                                 file_digest, load_config_json)
 
 HF_CONFIG, HF_GENERATION = "config.json", "generation_config.json"
 HF_SAFETENSORS, HF_TORCH_BIN = "model.safetensors", "pytorch_model.bin"
 HF_TOKENIZER_CONFIG = "tokenizer_config.json"
 ACTIVATIONS = {"swish": "swish", "silu": "swish", "gelu": "gelu", "relu": "relu"}
-SHORTLIST_FILE = "shortlist.bin"
 
 # Our layer names -> HF Marian's, per layer (q/k/v/o projections are named *_proj in HF).
 _ATTN = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "out_proj"}
@@ -352,6 +352,11 @@ def write_shortlist(model_dir: ModelDir, src_file: Path, tgt_file: Path, out: Pa
                                 [tokenizer.encode_target(t) for t in tgt_lines],
                                 model_dir.config.vocab_size, always=always, first_fill_id=fill)
     shortlist.save(out / SHORTLIST_FILE)
+    # The checksum lists it (pyfastdec refuses a checksummed directory's unlisted shortlist);
+    # the config's own digest leaves the checksum field out, so only this key changes.
+    config = load_config_json(out / CONFIG_FILE)
+    config["checksum"][SHORTLIST_FILE] = file_digest((out / SHORTLIST_FILE).read_bytes())
+    (out / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 
 def convert_marian(hf_dir: str | os.PathLike, out_dir: str | os.PathLike, quantize: Optional[str] = None,

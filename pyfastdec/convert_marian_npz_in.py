@@ -53,8 +53,8 @@ from typing import Any
 import numpy as np
 
 from pyfastdec import safetensors_io
-from pyfastdec.model_dir import (CONFIG_FILE, SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE, WEIGHTS_FILE, ModelDir,
-                                 config_digest, file_digest)
+from pyfastdec.model_dir import (CONFIG_FILE, SHORTLIST_FILE, SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE,
+                                 WEIGHTS_FILE, ModelDir, config_digest, file_digest)
 from pyfastdec.shortlist import Shortlist
 from pyfastdec.staging import staged_dir
 
@@ -411,10 +411,11 @@ def from_marian_npz(npz: str | os.PathLike, vocab: str | os.PathLike, out_dir: s
         ids[START_PIECE] = len(pieces)
         (tmp / VOCAB_FILE).write_text(json.dumps(ids, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
         files = (WEIGHTS_FILE, SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE)
+        if sl is not None:  # before the checksum, which must list it
+            sl.save(tmp / SHORTLIST_FILE)
+            files += (SHORTLIST_FILE,)
         config["checksum"] = {"config": config_digest(config), **{n: file_digest((tmp / n).read_bytes())
                                                                   for n in files}}
         (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        if sl is not None:
-            sl.save(tmp / "shortlist.bin")
         ModelDir.load(tmp)  # what is renamed into place loads
     return out

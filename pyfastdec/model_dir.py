@@ -27,6 +27,7 @@ from typing import Any, Optional
 import numpy as np
 
 from pyfastdec import safetensors_io
+from pyfastdec.size_limits import MAX_BLOCK
 
 try:  # a run-time dependency, but the reader stays importable without it
     import sentencepiece
@@ -71,15 +72,21 @@ CHECKSUM_CONFIG = "config"
 CHECKSUM_KEYS = (CHECKSUM_CONFIG, "model.safetensors", "spm.model")  # tokenizer "spm"
 
 
+# The lexical shortlist is optional, and so is its key; but a checksummed directory that
+# has one must list it (check_shortlist_content): a shortlist.bin of another model with the
+# same vocabulary size loads and silently changes every output.
+SHORTLIST_FILE = "shortlist.bin"
+
+
 def checksum_keys(tokenizer: str) -> tuple[str, ...]:
-    """The keys of config.json "checksum" for a directory with this tokenizer."""
+    """The keys config.json "checksum" must have for a directory with this tokenizer."""
     return (CHECKSUM_CONFIG, WEIGHTS_FILE) + TOKENIZER_FILES[tokenizer]
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 QUANT_WEIGHTS, QUANT_WEIGHT_SCALE, QUANT_ACTIVATIONS = "int8", "per_output_channel", "int8_static_per_tensor"
 # quantization.embedding: embed.weight stored int8 [V, d] with embed.weight_scale [V]
 # (absent/null: float32 embed.weight, quantised per row at load the same way).
 QUANT_EMBEDDING = "int8_per_row"
-EMBED_SCALE = "embed.weight_scale"
+EMBED_WEIGHT, EMBED_SCALE = "embed.weight", "embed.weight_scale"
 
 F32 = np.dtype("<f4")
 I8 = np.dtype("i1")
@@ -263,9 +270,20 @@ def _parse_eps(r: _ConfigReader, obj: dict) -> float:
     return float(eps)
 
 
+# The engine compares log-probs in float32: a margin is used as at most its largest value,
+# which no gap between two tokens the model can write reaches, so any larger margin (inf
+# included) means "never edit" (1e308 used to fail inside the engine, as inf in float32).
+MAX_EDIT_MARGIN = float(np.finfo(np.float32).max)
+
+
 def is_edit_margin(value: Any) -> bool:
-    """A valid edit margin: a finite real number >= 0 (bool is not one)."""
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
+    """A valid edit margin: a real number >= 0, inf included (bool is not one; NaN fails)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and value >= 0
+
+
+def engine_edit_margin(value: float) -> float:
+    """The margin the engine is given: `value` clamped to MAX_EDIT_MARGIN (the same rule)."""
+    return min(float(value), MAX_EDIT_MARGIN)
 
 
 def _parse_bild(r: _ConfigReader, obj: dict, arch: str, shared: bool) -> Optional[dict[str, float]]:
@@ -297,7 +315,7 @@ def _parse_decoding(r: _ConfigReader, obj: dict, arch: str) -> float:
     decoding = r.mapping(obj, "decoding", "", 'an object {"edit_margin": ...}')
     r.only(decoding, DECODING_FIELDS, "decoding.")
     margin = decoding.get("edit_margin", 0.0)
-    if not is_edit_margin(margin):
+    if not is_edit_margin(margin) or not math.isfinite(margin):
         raise r.fail("decoding.edit_margin", f"{_show(margin)} (expected a number >= 0: nats an edit must win by)")
     if margin and arch != "transformer":
         raise r.fail("decoding.edit_margin", f"{_show(margin)} (a {arch!r} model drafts; it decodes nothing itself)")
@@ -383,8 +401,8 @@ def _parse_checksum(r: _ConfigReader, value: Any, keys: tuple[str, ...] = CHECKS
     expected = "an object with " + ", ".join(f'"{k}": "sha256:<64 hex digits>"' for k in keys)
     if not isinstance(value, dict):
         raise r.fail("checksum", f"{_show(value)} (expected {expected})")
-    r.only(value, keys, "checksum.")
-    for key in keys:
+    r.only(value, keys + (SHORTLIST_FILE,), "checksum.")
+    for key in keys + ((SHORTLIST_FILE,) if SHORTLIST_FILE in value else ()):
         digest = r.field(value, key, "checksum.", '"sha256:<64 hex digits>"')
         if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
             raise r.fail(f"checksum.{key}", f"{_show(digest)} (expected \"sha256:<64 lowercase hex digits>\")")
@@ -405,6 +423,25 @@ def check_content(data, path: Path, key: str, config: "ModelConfig", config_path
         actual, expected = file_digest(data), config.checksum[key]
         if actual != expected:
             raise checksum_mismatch(path, "(content)", key, expected, actual, config_path)
+
+
+def check_shortlist_content(data: Optional[bytes], path: Path, config: "ModelConfig", config_path: Any) -> None:
+    """A model directory's own shortlist.bin (its bytes, None if absent) against config.json
+    checksum: with a checksum, a present shortlist must be listed and match, and a listed
+    one must be present. Without a checksum (hand-built directories) anything passes."""
+    if config.checksum is None:
+        return
+    if SHORTLIST_FILE not in config.checksum:
+        if data is not None:
+            raise ModelDirError(f"{path}: (file): not listed in {config_path} checksum (expected checksum."
+                                f"{SHORTLIST_FILE}: a shortlist of another model with the same vocabulary changes "
+                                f"every output; if this one belongs to the model, record it with "
+                                f"python -m export.rehash DIR)")
+        return
+    if data is None:
+        raise ModelDirError(f"{path}: (file): missing (expected the shortlist {config_path} checksum."
+                            f"{SHORTLIST_FILE} lists; or pass shortlist=False / --no-shortlist)")
+    check_content(data, path, SHORTLIST_FILE, config, config_path)
 
 
 def parse_config(obj: Any, where: str = CONFIG_FILE) -> ModelConfig:
@@ -466,6 +503,11 @@ def parse_config(obj: Any, where: str = CONFIG_FILE) -> ModelConfig:
 
     if arch == "nat-drafter":
         block_size = r.integer(obj, "block_size", "")
+        if block_size > MAX_BLOCK:
+            # The bound of --block / block= (size_limits.py says why): the block drafted by
+            # default comes from here, so without it a config.json bypasses that bound.
+            raise r.fail("block_size", f"{block_size} (expected an integer in [1, {MAX_BLOCK}], the bound of "
+                                       f"--block; drafters are trained for 4 to 10)")
         if decoder_self != "attention":
             # The drafter's mask block attends bidirectionally, which a recurrence cannot.
             raise r.fail("decoder.self", f"{_show(decoder_self)} (expected \"attention\" for arch \"nat-drafter\")")
@@ -881,11 +923,16 @@ class ModelDir:
 
 # Config fields that change what an encoder computes from the same tensors.
 _ENCODER_FIELDS = ("d_model", "head_dim", "norm", "activation", "layer_norm_eps", "positions", "max_source_len")
+# Tensors outside encoder.* that it computes from: the token embedding feeding its first
+# layer (tied with the decoder's input and output layer, so a host retrained or quantised
+# on that side alone changes the encoder output too). Named, so an embedding that differs
+# is refused by the digest itself, not by whatever else happens to differ with it.
+ENCODER_INPUT_TENSORS = (EMBED_WEIGHT, EMBED_SCALE)
 
 
 def encoder_digest(model: "ModelDir | str | os.PathLike") -> str:
     """"sha256:..." naming what a model's encoder computes: its tensors (encoder.* and
-    the embedding that feeds it), the int8 input scales of its linears and the config
+    ENCODER_INPUT_TENSORS, the embedding that feeds it), the int8 input scales of its linears and the config
     fields that shape it. A shared-encoder model (config.json encoder.shared) records
     its host's, and is refused next to a model whose encoder differs in any of these."""
     model = model if isinstance(model, ModelDir) else ModelDir.load(model)
@@ -900,7 +947,7 @@ def encoder_digest(model: "ModelDir | str | os.PathLike") -> str:
                                  if name.startswith("encoder."))
     h = hashlib.sha256(json.dumps(described, sort_keys=True).encode())
     for name in sorted(model.tensors):
-        if name.startswith("encoder.") or name.startswith("embed."):
+        if name.startswith("encoder.") or name in ENCODER_INPUT_TENSORS:
             array = np.ascontiguousarray(model.tensors[name])
             h.update(f"{name}:{array.dtype.str}:{list(array.shape)}".encode())
             h.update(memoryview(array).cast("B"))

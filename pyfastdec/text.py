@@ -20,6 +20,15 @@ A "." inside a number ("3.5", "1.000") has no whitespace after it and never spli
 There is deliberately no "the next word must be capitalised" rule: learner text (what a
 correction model reads) often lacks the capital, and a missed boundary can lose a
 sentence, while an extra one only costs the model a little context.
+
+Punctuation with no whitespace after it ("A dog runs.A cat sleeps.") ends a sentence
+only where that is safe (_glued_boundary): the next character is an upper-case letter,
+the one before the punctuation a letter of a word of two or more letters that is no
+abbreviation ("U.S.A.", "e.g.", "Mr.Smith" stay whole), and the text around it, up to
+whitespace, is no address or file name: no "@", "/", "\\" or "://", no "www.", no
+further "." before a letter after it ("www.Example.com", "Foo.Bar.baz"), and not an
+extension of capitals ("README.TXT"). Either way every character of the line stays in
+exactly one sentence, in order.
 """
 from __future__ import annotations
 
@@ -31,8 +40,8 @@ from pathlib import Path
 import sentencepiece
 
 # A candidate boundary: terminal punctuation (group 1), closing quotes or brackets, then
-# whitespace; or a CJK full stop with optional whitespace.
-_CANDIDATE = re.compile(r"([.!?…]+)[\"'”’»)\]]*\s+|[。！？]\s*")
+# whitespace (group 2) or, glued, a letter; or a CJK full stop with optional whitespace.
+_CANDIDATE = re.compile(r"([.!?…]+)[\"'”’»)\]]*(\s+|(?=[^\W\d_]))|[。！？]\s*")
 # Words that a single "." after them does not end (case-sensitive, as written).
 _ABBREVIATIONS = frozenset(
     "Mr Mrs Ms Dr Prof Sr Jr St Mt Capt Col Gen Lt Sgt Rev Hon vs cf ca approx incl esp "
@@ -71,12 +80,36 @@ def _keeps_going(text: str, dot: int, after: int) -> bool:
     return word in _BEFORE_NUMBERS and after < len(text) and text[after].isdigit()
 
 
+def _glued_boundary(text: str, punct: int, after: int) -> bool:
+    """Whether punctuation at text[punct:] with the upper-case letter at text[after] and no
+    whitespace between them ends a sentence (the module docstring's rules)."""
+    if not text[after].isupper() or not text[punct - 1:punct].isalpha():
+        return False
+    start = punct
+    while start > 0 and not text[start - 1].isspace():
+        start -= 1
+    end = after
+    while end < len(text) and not text[end].isspace():
+        end += 1
+    token, word = text[start:end], text[start:punct].lstrip(_OPENING)
+    if any(mark in token for mark in ("@", "/", "\\")) or token.lower().startswith("www."):
+        return False
+    rest = text[after:end].rstrip(".,;:!?…\"'”’»)]")
+    if re.search(r"\.[^\W\d_]", rest) or (len(rest) > 1 and rest.isupper() and rest.isalnum()):
+        return False  # "Example.com", "TXT": the dot is part of a name
+    letters = re.search(r"[^\W\d_]+$", word)  # "U" of "U.S.A.", "runs" of "runs.A"
+    return len(letters.group()) > 1 and word not in _ABBREVIATIONS and not _DOTTED_LETTERS.fullmatch(word)
+
+
 def split_sentences(text: str) -> list[str]:
     """The sentences of one line of text (no empty ones; see the module docstring for the
-    rules); joining them with single spaces gives the text back up to whitespace."""
+    rules); joining them gives the text back up to whitespace: no character is lost."""
     sentences, start = [], 0
     for m in _CANDIDATE.finditer(text):
-        if m.group(1) == "." and _keeps_going(text, m.start(1), m.end()):
+        if m.group(2) == "":  # glued to the next word
+            if not _glued_boundary(text, m.start(1), m.end()):
+                continue
+        elif m.group(1) == "." and _keeps_going(text, m.start(1), m.end()):
             continue
         sentences.append(text[start:m.end()].strip())
         start = m.end()
@@ -205,11 +238,23 @@ def sentence_units(text: str, tokenizer: Tokenizer, max_ids: int) -> list[list[l
     return [chunks for _, chunks in sentences_with_ids(text, tokenizer, max_ids)]
 
 
+def visible(text: str) -> bool:
+    """Whether `text` shows anything: a letter, digit, punctuation mark or symbol. Text of
+    only format characters (ZWJ, ZWNJ, U+2060-2064, soft hyphens, bidi marks, BOM), private
+    use, noncharacters (U+FFFE/FFFF), unassigned code points and bare combining marks
+    does not: sentencepiece makes <unk> or a lone piece of it, which the models render as
+    invented words."""
+    return any(unicodedata.category(c)[0] in "LNPS" for c in text)
+
+
 def sentences_with_ids(text: str, tokenizer: Tokenizer, max_ids: int) -> list[tuple[str, list[list[int]]]]:
     """(sentence text, its chunks as in sentence_units) of every sentence of `text` that
-    has any ids."""
+    is visible and has any ids: a line of only invisible characters gives no unit, so an
+    empty output, as a line of control characters does."""
     units = []
     for sentence in split_sentences(text):
+        if not visible(sentence):
+            continue
         ids = tokenizer.encode(sentence)
         if ids:
             units.append((sentence, cut_ids(ids, max_ids, tokenizer.starts_word) if len(ids) > max_ids else [ids]))

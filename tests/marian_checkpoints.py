@@ -1,6 +1,7 @@
 """Random-initialised Hugging Face MarianMTModel checkpoints for the converter's tests,
-with MarianTokenizer files (source.spm, target.spm, vocab.json) trained on the shared
-Multi30k data, saved as `save_pretrained` saves them (transformers is a test dependency).
+with MarianTokenizer files (source.spm, target.spm, vocab.json) trained on Multi30k: by
+default on the evaluation sets that ship in the repository's data/ (so the tests run on a
+fresh clone), or on the training corpus (the team's shared folder) where a caller asks.
 
 The vocabulary is built as transformers' convert_marian_to_pytorch lays it out: "</s>" 0,
 "<unk>" 1, the pieces of the source and then the target sentencepiece model, "<pad>"
@@ -11,15 +12,20 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 from pathlib import Path
 
-DATA = Path(os.environ.get("FASTDEC_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
-MULTI30K = DATA / "multi30k"
+from export.data import corpus_path
+
+# The Multi30k sets in <repo>/data/multi30k (data/README.md): 2,014 sentences per side,
+# enough for sentencepiece models of up to ~2,300 pieces.
+SHIPPED_SPLITS = ("val", "test_2016_flickr")
 
 
 def read_lines(name: str, n: int | None = None) -> list[str]:
-    with gzip.open(MULTI30K / name, "rt", encoding="utf-8") as f:
+    """The first n lines of Multi30k's `name` (e.g. "val.en.gz"), found as export.data
+    finds corpora: the repository's data/ first, then the shared folder."""
+    split, lang, _ = name.rsplit(".", 2)
+    with gzip.open(corpus_path(split, lang), "rt", encoding="utf-8") as f:
         lines = [line.strip() for line in f]
     return lines[:n] if n else lines
 
@@ -33,17 +39,20 @@ def train_spm(lines: list[str], prefix: Path, vocab_size: int) -> Path:
     return Path(f"{prefix}.model")
 
 
-def build_tokenizer_files(out: Path, src_vocab: int, tgt_vocab: int, lines: int = 29000,
-                          total: int | None = None) -> dict[str, int]:
+def build_tokenizer_files(out: Path, src_vocab: int, tgt_vocab: int, lines: int | None = None,
+                          total: int | None = None, splits: tuple[str, ...] = SHIPPED_SPLITS) -> dict[str, int]:
     """source.spm (en), target.spm (de) and vocab.json in `out`; returns the vocabulary.
-    total: pad vocab.json with pieces no sentencepiece model produces up to this many
-    entries (Multi30k is too small to train OPUS-MT's ~29k pieces per side, so the real
-    58101-row embedding and output layer get rows for pieces never seen)."""
+    The sentencepiece models learn the first `lines` sentences (all if None) of `splits`
+    (("train",) needs the shared training corpus). total: pad vocab.json with pieces no
+    sentencepiece model produces up to this many entries (Multi30k is too small to train
+    OPUS-MT's ~29k pieces per side, so the real 58101-row embedding and output layer get
+    rows for pieces never seen)."""
     import sentencepiece as spm
 
     out.mkdir(parents=True, exist_ok=True)
     for name, lang, size in (("source", "en", src_vocab), ("target", "de", tgt_vocab)):
-        model = train_spm(read_lines(f"train.{lang}.gz", lines), out / f"_{name}", size)
+        text = [line for split in splits for line in read_lines(f"{split}.{lang}.gz")][:lines]
+        model = train_spm(text, out / f"_{name}", size)
         model.rename(out / f"{name}.spm")
         (out / f"_{name}.vocab").unlink()
     vocab = {"</s>": 0, "<unk>": 1}

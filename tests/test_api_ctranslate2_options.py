@@ -160,8 +160,15 @@ def test_max_decoding_length_cuts_greedy_and_counts_the_prefix(tiny):
     got = t.translate(srcs, algo="greedy", target_prefix=prefixes, max_decoding_length=5)
     want = [torch_continue(model, s + [EOS], p, 5) if len(p) < 5 else p for s, p in zip(srcs, prefixes)]
     assert got == want and all(len(o) <= max(5, len(p)) for o, p in zip(got, prefixes))
-    long = [[7] * 6 for _ in srcs]  # longer than the limit: returned as it is
-    assert t.translate(srcs, algo="greedy", target_prefix=long, max_decoding_length=5) == long
+    full = [[7] * 5 for _ in srcs]  # as long as the limit: returned as it is
+    assert t.translate(srcs, algo="greedy", target_prefix=full, max_decoding_length=5) == full
+    # longer than a given limit (300 tokens at 5 came back whole): refused, naming the input
+    for algo in ("greedy", "beam", "gad"):
+        with pytest.raises(ValueError, match=r"^target_prefix: input 3 has 6 tokens, more than max_decoding_length=5 "):
+            t.translate(srcs, algo=algo, target_prefix=full[:3] + [[7] * 6] + full[4:], max_decoding_length=5)
+    # under the default limit (no limit given) a longer prefix is returned as it is
+    over = [[7] * (default_max_len(len(s) + 1) + 2) for s in srcs[:2]]
+    assert t.translate(srcs[:2], algo="greedy", target_prefix=over) == over
 
 
 def test_length_penalty_ranks_beam_hypotheses_as_defined(tiny):
@@ -198,6 +205,20 @@ def test_seeded_sampling_is_reproducible_batch_independent_and_seed_dependent(ti
     b = t.translate(srcs, sampling_topk=0, sampling_seed=8)
     assert a != b and sum(x != y for x, y in zip(a, b)) >= 8
     assert a != t.translate(srcs, algo="greedy")
+
+
+def test_top_k_sampling_of_real_sentences_does_not_depend_on_the_batch_size():
+    """The packaged En-De on 50 Multi30k sentences with top-10 sampling: batch 16 (rows of
+    a batch finish at different steps) samples what batch 1 does. With a row drawing from
+    the generator of its place among the live rows, 16 of the 50 differ (measured)."""
+    from export.data import corpus_path, read_lines
+    from pyfastdec import Translator
+
+    t = Translator(threads=1)
+    sentences = read_lines(corpus_path("test_2016_flickr", "en"))[:50]
+    one = t.translate(sentences, sampling_topk=10, sampling_seed=1, batch_size=1)
+    assert t.translate(sentences, sampling_topk=10, sampling_seed=1, batch_size=16) == one
+    assert sum(a != b for a, b in zip(one, t.translate(sentences, algo="greedy"))) >= 25  # it does sample
 
 
 @torch.no_grad()

@@ -14,13 +14,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 ctranslate2 = pytest.importorskip("ctranslate2")
 
-from marian_checkpoints import MULTI30K, build_tokenizer_files, read_lines, save_marian  # noqa: E402
+from marian_checkpoints import build_tokenizer_files, read_lines, save_marian  # noqa: E402
 
 from bench.forced_length import ForcedLengthTranslator, ct2_decode  # noqa: E402
 from pyfastdec.api import Translator  # noqa: E402
 from pyfastdec.convert import main as convert_main  # noqa: E402
-
-pytestmark = pytest.mark.skipif(not MULTI30K.is_dir(), reason=f"shared data missing: {MULTI30K}")
 
 LENGTHS = (1, 9, 31)
 
@@ -30,7 +28,7 @@ def converted(tmp_path_factory):
     """(hf model, MarianTokenizer, ours fp32, ours int8, CTranslate2 int8, source pieces)."""
     root = tmp_path_factory.mktemp("forced")
     hf_dir = root / "hf"
-    vocab = build_tokenizer_files(hf_dir, 400, 500, lines=3000)
+    vocab = build_tokenizer_files(hf_dir, 400, 500)
     model, tokenizer = save_marian(hf_dir, vocab, d_model=32, heads=4, ffn=64, layers=2, init_std=0.2,
                                    eos_bias=6.0)
     calib = root / "calib.en"

@@ -21,7 +21,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from marian_checkpoints import MULTI30K, build_tokenizer_files, read_lines, save_marian  # noqa: E402
+from marian_checkpoints import build_tokenizer_files, read_lines, save_marian  # noqa: E402
 
 from pyfastdec.backends.native import NativeBackend  # noqa: E402
 from pyfastdec.convert import main as convert_main  # noqa: E402
@@ -30,8 +30,6 @@ from pyfastdec.decoding.beam import beam_search  # noqa: E402
 from pyfastdec.decoding.greedy import greedy  # noqa: E402
 from pyfastdec.model_dir import ModelDir  # noqa: E402
 from pyfastdec.text import load_tokenizer  # noqa: E402
-
-pytestmark = pytest.mark.skipif(not MULTI30K.is_dir(), reason=f"shared data missing: {MULTI30K}")
 
 MAX_NEW = 40
 SENTENCES = 60
@@ -42,9 +40,9 @@ def tiny(tmp_path_factory):
     """(hf_dir, hf model, MarianTokenizer, converted float32 directory)."""
     root = tmp_path_factory.mktemp("marian")
     hf_dir = root / "hf"
-    vocab = build_tokenizer_files(hf_dir, 400, 500, lines=5000)
+    vocab = build_tokenizer_files(hf_dir, 400, 500)
     model, tokenizer = save_marian(hf_dir, vocab, d_model=32, heads=4, ffn=64, layers=2, activation="swish",
-                                   init_std=0.2, eos_bias=2.0)
+                                   init_std=0.2, eos_bias=2.5)
     out = convert_marian(hf_dir, root / "fp32")
     return hf_dir, model, tokenizer, out
 
@@ -145,11 +143,11 @@ def test_translator_text_equals_hf_decode(tiny):
 def test_int8_greedy_agreement(tiny, tmp_path):
     """int8 (weights per row, activation scales calibrated on 300 Multi30k sentences with
     the mean + 1.1 sigma rule) against HF's float32 greedy: stated agreement >= 75 % of
-    sentences identical (measured 0.82 on this random model, whose std-0.2 weights give
+    sentences identical (measured 0.85 on this random model, whose std-0.2 weights give
     larger activations than trained models)."""
     hf_dir, model, tokenizer, _ = tiny
     calib = tmp_path / "calib.en"
-    calib.write_text("\n".join(read_lines("train.en.gz", 300)) + "\n", encoding="utf-8")
+    calib.write_text("\n".join(read_lines("val.en.gz", 300)) + "\n", encoding="utf-8")
     out = tmp_path / "int8"
     assert convert_main(["marian", str(hf_dir), str(out), "--quantize", "int8", "--calibrate", str(calib)]) == 0
     config = json.loads((out / "config.json").read_text())
@@ -197,7 +195,7 @@ def our_beam(out: Path, sentences, length_penalty, batch_size: int) -> list:
 def test_beam4_equals_hf_beam4(tiny):
     """rule="hf" stops as transformers' _beam_search (early_stopping=False) does: HF's
     best hypothesis on every sentence. (The default rule stops at `beam` finished
-    hypotheses and agreed on 34 of these 60.)"""
+    hypotheses and agreed on 53 of these 60.)"""
     _, model, tokenizer, out = tiny
     sentences = read_lines("test_2016_flickr.en.gz", SENTENCES)
     expected = hf_generate(model, tokenizer, sentences, num_beams=4, length_penalty=1.0, early_stopping=False)
@@ -371,9 +369,10 @@ def test_cli_errors_and_pytorch_bin(tiny, tmp_path, capsys):
 @pytest.mark.slow
 def test_opus_mt_shape_float32_greedy_equals_hf(tmp_path):
     """The real OPUS-MT shape: d_model 512, 8 heads, 6 + 6 layers, FFN 2048, 58101 rows
-    (sentencepiece models of 6000 pieces per side on Multi30k; see build_tokenizer_files)."""
+    (sentencepiece models of 2000 pieces per side, as many as the shipped Multi30k sets
+    allow, padded with unused pieces; see build_tokenizer_files)."""
     hf_dir = tmp_path / "hf"
-    vocab = build_tokenizer_files(hf_dir, 6000, 6000, total=58101)
+    vocab = build_tokenizer_files(hf_dir, 2000, 2000, total=58101)
     assert len(vocab) == 58101
     model, tokenizer = save_marian(hf_dir, vocab, d_model=512, heads=8, ffn=2048, layers=6, activation="swish",
                                    init_std=0.05, eos_bias=2.0)
@@ -404,3 +403,29 @@ def test_ctranslate2_writer_runs_converted_marian(tiny, tmp_path):
     results = translator.translate_batch([[tokenizer.id_to_piece[i] for i in r] for r in ids], beam_size=1,
                                          min_decoding_length=0, max_decoding_length=MAX_NEW)
     assert [[tokenizer.vocab[p] for p in r.hypotheses[0]] for r in results] == ours
+
+
+def test_checkpoints_need_only_the_shipped_data(tmp_path, monkeypatch):
+    """The tokenizers of these checkpoints learn the Multi30k sets in the repository's
+    data/, so this file runs on a fresh clone (no shared training corpus): with only a
+    copy of data/ to read from, they still build."""
+    shutil.copytree(Path(__file__).resolve().parents[1] / "data" / "multi30k", tmp_path / "data" / "multi30k")
+    monkeypatch.setenv("FASTDEC_DATA", str(tmp_path / "data"))
+    vocab = build_tokenizer_files(tmp_path / "hf", 400, 500)
+    assert vocab["</s>"] == 0 and vocab["<pad>"] == len(vocab) - 1 and len(vocab) > 500
+
+
+def test_shortlist_is_recorded_in_the_checksum(tiny, tmp_path):
+    """--shortlist SRC TGT writes shortlist.bin after the checksummed files: the checksum
+    lists it, so the converted directory loads with its shortlist (a shortlist a checksum
+    does not list is refused: test_shortlist_checksum.py)."""
+    import hashlib
+
+    hf_dir = tiny[0]
+    src, tgt = tmp_path / "train.en", tmp_path / "train.de"
+    src.write_text("\n".join(read_lines("val.en.gz", 100)) + "\n", encoding="utf-8")
+    tgt.write_text("\n".join(read_lines("val.de.gz", 100)) + "\n", encoding="utf-8")
+    out = convert_marian(hf_dir, tmp_path / "out", shortlist=(src, tgt))
+    listed = json.loads((out / "config.json").read_text())["checksum"]["shortlist.bin"]
+    assert listed == "sha256:" + hashlib.sha256((out / "shortlist.bin").read_bytes()).hexdigest()
+    assert NativeBackend(out, threads=1).shortlist is not None

@@ -102,6 +102,46 @@ def test_gad_with_a_tiny_drafter_equals_greedy(verifiers, drafters, which):
             verifiers["torch"], drafters["torch"], sources)[1].accepted
 
 
+class DraftAfter:
+    """A draft-length policy (decoding/draft_length.py) that chooses plain steps for the
+    first `plain` iterations of a call, then the whole block: rows that end within the
+    plain steps finish before the drafter's first draft, so the drafter makes its memory
+    late, for the rows still live. Per row the schedule is the same alone or in a batch."""
+
+    def __init__(self, k_max: int, plain: int = 2):
+        self.k_max, self.plain, self.calls = k_max, plain, 0
+
+    def choose(self, rows: int, drafter_tokens: int) -> int:
+        self.calls += 1
+        return 0 if self.calls <= self.plain else self.k_max
+
+    def drafted(self, tokens: int, seconds: float) -> None:
+        pass
+
+    def verified(self, width, accepted, lengths, seconds) -> None:
+        pass
+
+
+def check_late_drafts(verifier, drafter, sources, k: int = 4) -> None:
+    """GAD whose drafter starts late gives greedy's outputs, and every row accepts what it
+    accepts alone: the drafter's memory holds exactly the live rows, in their order (a
+    memory of the wrong rows drafts for other sentences: still greedy's output, but other
+    acceptance)."""
+    expected, _ = greedy(verifier, sources)
+    # some rows end within the 2 plain steps (EOS at the 1st or 2nd), others draft
+    assert any(len(o) < 2 for o in expected) and sum(len(o) > 4 for o in expected) >= 2
+    outs, stats = gad(verifier, drafter, sources, k=k, policy=DraftAfter(k))
+    assert outs == expected
+    alone = [gad(verifier, drafter, [s], k=k, policy=DraftAfter(k))[1].accepted for s in sources]
+    assert stats.accepted == sum(alone) > 0
+
+
+@pytest.mark.parametrize("which", ["native", "int8"])
+def test_gad_drafts_late_for_the_rows_still_live(verifiers, drafters, which):
+    sources = [[EOS], [7, EOS]] + random_sources(12, seed=43) + [[EOS], [9, 12, EOS]]
+    check_late_drafts(verifiers[which], drafters[which], sources)
+
+
 @pytest.mark.parametrize("k", [1, 3, 6])
 def test_a_perfect_drafter_gives_k_plus_1_tokens_per_iteration(verifiers, k):
     verifier = verifiers["native"]

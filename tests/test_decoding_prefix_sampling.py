@@ -54,12 +54,17 @@ def test_sample_with_topk_1_is_greedy_on_the_backend(tiny):
         assert got == want
 
 
-def test_sample_rows_do_not_depend_on_their_batch(tiny):
+@pytest.mark.parametrize("topk", [0, 2, 10])
+def test_sample_rows_do_not_depend_on_their_batch(tiny, topk):
+    """Each row draws from its own generator: alone, or in a batch whose other rows finish
+    at other steps (the live rows are then renumbered), or reversed, it samples the same.
+    A row drawing from the generator of its place among the live rows fails this."""
     backend = tiny["translator"].verifier
     srcs = [s + [EOS] for s in sources(8, seed=113)]
     seeds = [[5, i] for i in range(len(srcs))]
-    together, _ = sample(backend, srcs, seeds, topk=0)
-    alone = [sample(backend, [s], [seed], topk=0)[0][0] for s, seed in zip(srcs, seeds)]
+    together, _ = sample(backend, srcs, seeds, topk=topk)
+    alone = [sample(backend, [s], [seed], topk=topk)[0][0] for s, seed in zip(srcs, seeds)]
     assert together == alone
+    assert sample(backend, srcs[::-1], seeds[::-1], topk=topk)[0] == together[::-1]
     assert together != greedy(backend, srcs)[0]
-    assert np.mean([len(o) for o in together]) > 0
+    assert len({len(o) for o in together}) > 1  # rows finish at different steps

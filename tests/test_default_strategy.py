@@ -52,6 +52,33 @@ def test_a_little_model_without_heads_runs_bild_with_greedys_output():
     assert big.translate(SOURCES) == big.translate(SOURCES, algo="greedy")
 
 
+def test_bild_by_default_runs_the_little_models_lossless_threshold(monkeypatch):
+    """No algo (and algo "bild") decodes with the little model's config.json
+    decoding.fallback and rollback 0: lossless, greedy's output. Its lossy thresholds
+    (lossy_fallback, rollback) are bild-lossy's alone. A default swapped to them changed
+    the speed and passed every output check, so the thresholds passed are checked here."""
+    import json
+
+    import pyfastdec.api as api
+
+    decoding = json.loads((MODELS / "en-de-little" / "config.json").read_text())["decoding"]
+    assert decoding["fallback"] != decoding["lossy_fallback"] and decoding["rollback"] > 0
+    calls, real = [], api.bild
+
+    def recording(*args, **kw):
+        calls.append((kw["fallback"], kw["rollback"]))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(api, "bild", recording)
+    big = Translator(MODELS / "en-de-big", MODELS / "en-de-little", threads=1)
+    greedy = big.translate(SOURCES, algo="greedy")
+    assert big.translate(SOURCES) == greedy and big.translate(SOURCES, algo="bild", batch_size=5) == greedy
+    assert calls and set(calls) == {(decoding["fallback"], 0.0)}
+    calls.clear()
+    big.translate(SOURCES, algo="bild-lossy")
+    assert calls and set(calls) == {(decoding["lossy_fallback"], decoding["rollback"])}
+
+
 def test_the_packaged_drafter_reads_en_de_s_encoder_only():
     with_drafter = Translator(MODELS / "en-de", MODELS / "en-de-drafter", threads=1)
     assert with_drafter.translate(SOURCES, algo="gad") == with_drafter.translate(SOURCES, algo="greedy")

@@ -284,7 +284,7 @@ def test_corrector_uses_the_model_margin_and_takes_another(corrector, uk_gec):
 
 
 def test_api_refuses_a_margin_where_it_does_not_apply(corrector):
-    with pytest.raises(ValueError, match="edit_margin must be a finite number >= 0"):
+    with pytest.raises(ValueError, match=r"edit_margin must be a number >= 0 \(nats; inf: never edit\)"):
         corrector.correct(["Він пішов до магазін."], edit_margin=-1)
     with pytest.raises(ValueError, match="applies to algo 'greedy' and 'iad' only"):
         corrector.translate(["Він пішов до магазін."], algo="beam", beam_size=2, edit_margin=1.0)
@@ -312,3 +312,21 @@ def test_cli_edit_margin(corrector, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "pyfastdec.cli", "correct", "-i", str(src), "--edit-margin", "-1"],
                          capture_output=True, text=True, timeout=600, env=child_env(), cwd=NEUTRAL_CWD)
     assert bad.returncode != 0 and "--edit-margin" in bad.stderr
+
+
+@pytest.mark.parametrize("margin", [1e308, math.inf, 3.5e38])
+def test_a_margin_no_gap_reaches_never_edits(corrector, margin):
+    """Margins above float32's largest (the engine's log-probs; 1e308 used to fail inside
+    the engine) are used as that largest: no edit wins, so every sentence comes back as
+    it was written, by the API (greedy and IAD) and by the backend's own greedy."""
+    from pyfastdec.model_dir import MAX_EDIT_MARGIN
+    from pyfastdec.text import clean_text, sentences_with_ids
+
+    tok = corrector.tokenizer
+    sentences = [s for s in uagec_test_head(N) if len(sentences_with_ids(clean_text(s), tok, 127)) == 1]
+    assert corrector.correct(sentences, edit_margin=0) != sentences  # the model does edit these
+    assert corrector.correct(sentences, edit_margin=margin, repetition_guard=False) == sentences
+    assert corrector.translate(sentences, algo="greedy", edit_margin=margin, repetition_guard=False) == sentences
+    backend = corrector.verifier
+    ids = encode(backend, MODELS / "uk-gec", sentences)
+    assert greedy(backend, ids, edit_margin=margin)[0] == greedy(backend, ids, edit_margin=MAX_EDIT_MARGIN)[0]

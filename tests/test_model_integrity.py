@@ -177,7 +177,8 @@ def test_config_checksum_survives_reformatting_but_not_edits(spm_path, tmp_path)
 @pytest.mark.parametrize("edit,field,what", [
     (lambda c: c.update(checksum="sha256:00"), "checksum", r"\"sha256:00\" \(expected an object with"),
     (lambda c: c["checksum"].pop("spm.model"), "checksum.spm.model", r"missing"),
-    (lambda c: c["checksum"].update({"shortlist.bin": "sha256:" + "0" * 64}), "checksum.shortlist.bin", "unknown field"),
+    (lambda c: c["checksum"].update({"lex.s2t": "sha256:" + "0" * 64}), "checksum.lex.s2t", "unknown field"),
+    (lambda c: c["checksum"].update({"shortlist.bin": "sha256:00"}), "checksum.shortlist.bin", "expected \"sha256:"),
     (lambda c: c["checksum"].update({"model.safetensors": "md5:" + "0" * 32}), "checksum.model.safetensors",
      r"\"md5:0+\" \(expected \"sha256:<64 lowercase hex digits>\"\)"),
     (lambda c: c["checksum"].update({"config": "sha256:" + "A" * 64}), "checksum.config", "expected \"sha256:"),
@@ -245,8 +246,9 @@ def test_random_data_corruption_of_a_shipped_model_is_always_refused(tmp_path):
 def test_shipped_models_carry_their_checksums(name):
     d = REPO / "models" / name
     config = json.loads((d / "config.json").read_text())
+    shortlist = {"shortlist.bin": sha256(d / "shortlist.bin")} if (d / "shortlist.bin").exists() else {}
     assert config["checksum"] == {"config": canonical_sha256(config), "model.safetensors": sha256(d / "model.safetensors"),
-                                  "spm.model": sha256(d / "spm.model")}
+                                  "spm.model": sha256(d / "spm.model"), **shortlist}
     assert ModelDir.load(d).config.checksum == config["checksum"]
 
 

@@ -25,6 +25,11 @@ from pyfastdec.decoding import beam_search, greedy
 from pyfastdec.text import clean_text, split_sentences
 
 CONTROL_LINES = ["\x00", "\x1b\x1b", "\x00 \x1b\t\x7f\x85\x9b", "\x1b\x00\x1b"]  # C0, DEL, C1
+# Nothing visible either (issue 27, item 16): ZWJ / ZWNJ, U+2060-2062, soft hyphens, bidi
+# marks, BOM, private use, the noncharacters U+FFFE/FFFF, bare combining marks, mixtures.
+INVISIBLE_LINES = ["\u200d", "\u200c\u200d", "\u2060\u2061\u2062", "\u00ad\u00ad",
+                   "\u200e\u200f\u202a\u202e\u2066\u2069\u061c", "\ufeff", "\ue000\uf8ff\U000f0000",
+                   "\ufffe\uffff", "\u0301", "\u0308\u0301\u20dd", " \u200d \u0301\x00\u00ad "]
 PARAGRAPH_SENTENCES = 120  # real sentences spread over paragraphs of 2-6
 LONG_PARAGRAPH = 36  # sentences in the paragraph that exceeds max_source_len
 
@@ -46,10 +51,34 @@ LONG_PARAGRAPH = 36  # sentences in the paragraph that exceeds max_source_len
     ("Wait... what?!  Yes.", ["Wait...", "what?!", "Yes."]),
     ("一。二！三", ["一。", "二！", "三"]),
     ("  no stop at the end  ", ["no stop at the end"]),
+    # punctuation glued to the next sentence (issue 27, item 15) ...
+    ("A dog runs.A cat sleeps.A bird sings.", ["A dog runs.", "A cat sleeps.", "A bird sings."]),
+    ("He left!Why?Who knows…Nobody.", ["He left!", "Why?", "Who knows…", "Nobody."]),
+    ('He said "Stop."Then left.', ['He said "Stop."', "Then left."]),
+    ("Привіт.Як справи?Добре.", ["Привіт.", "Як справи?", "Добре."]),
+    # ... but not inside abbreviations, numbers, names, addresses and file names
+    ("The U.S.A.Is big. Mr.Smith and e.g.Mary came.", ["The U.S.A.Is big.", "Mr.Smith and e.g.Mary came."]),
+    ("It costs 3.5 euros.Version 2.0.Beta ships.", ["It costs 3.5 euros.", "Version 2.0.Beta ships."]),
+    ("Edit config.json and README.TXT now.", ["Edit config.json and README.TXT now."]),
+    ("Mail john.Smith@Example.com or see www.Example.com today.",
+     ["Mail john.Smith@Example.com or see www.Example.com today."]),
+    ("Open https://example.org/A.Page and C:\\Dir.Files now.", ["Open https://example.org/A.Page and C:\\Dir.Files now."]),
+    ("Call Foo.Bar.baz in code.", ["Call Foo.Bar.baz in code."]),
 ])
 def test_split_sentences_rules(text, sentences):
     assert split_sentences(text) == sentences
     assert "".join("".join(sentences).split()) == "".join(text.split())  # nothing lost, nothing moved
+
+
+def test_glued_sentences_are_translated_one_by_one(en_de, flickr):
+    """`printf 'A dog runs.A cat sleeps.A bird sings.' | fastdec translate` lost the second and
+    third sentence: given them as one, the model translates the first and drops the rest.
+    Glued, real sentences translate as each does alone."""
+    sentences, ref = flickr
+    for group in paragraphs(sentences[:30], seed=27):
+        glued = "".join(group)
+        assert split_sentences(glued) == group
+        assert en_de.translate(glued, algo="greedy") == " ".join(ref[s] for s in group)
 
 
 def test_clean_text_turns_every_control_character_into_a_space():
@@ -178,6 +207,18 @@ def test_control_character_lines_are_empty_without_running_the_model(en_de, flic
     words = s.split()
     for glue in ("\x00", "\x1b", "\x00\x1b\x85"):  # inside text a control character separates words
         assert en_de.translate(glue.join(words) + glue) == ref[s]
+
+
+@pytest.mark.parametrize("model", ["translator", "corrector"])
+def test_invisible_lines_are_empty_without_running_the_model(en_de, model):
+    """Each of these lines used to come back as invented text ("Ein Mann." for a bare
+    combining mark). A sentence of them after a real one adds nothing to it either."""
+    t = en_de if model == "translator" else Corrector(threads=1)
+    run = t.translate if model == "translator" else t.correct
+    outs, stats = run(INVISIBLE_LINES, return_stats=True)
+    assert outs == [""] * len(INVISIBLE_LINES) and stats.generated == 0 and stats.iterations == 0
+    line = "A dog runs." if model == "translator" else "Собака біжить."
+    assert run([line + " \u200d\u0301\ufeff "]) == run([line])
 
 
 # ----------------------------------------------------------------------------- correction

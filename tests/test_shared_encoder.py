@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
+from test_decoding_gad import check_late_drafts
 from test_decoding_support import EOS, TOKENS
 from test_draft_or_plain import measured
 
@@ -99,6 +101,14 @@ def test_gad_with_a_shared_encoder_drafter_is_greedy(drafter_pairs, which):
     # The drafter never encodes (its backend refuses to): all encoder time is the verifier's.
     with pytest.raises(ValueError, match="encoder.shared|shares another"):
         drafter.encode(SOURCES[:1])
+
+
+@pytest.mark.parametrize("which", ["native", "int8"])
+def test_gad_attaches_late_for_the_rows_still_live(drafter_pairs, which):
+    """Rows that finish in the plain steps before the first draft: the drafter attaches
+    to the verifier's memory of the live rows only (check_late_drafts)."""
+    verifier, drafter = drafter_pairs[which]
+    check_late_drafts(verifier, drafter, SOURCES)
 
 
 def test_native_attach_drafts_as_the_torch_reference(drafter_pairs):
@@ -358,6 +368,34 @@ def test_a_little_model_over_another_encoder_is_refused(little_pairs, tmp_path):
     wrong = copy_with_config(little.model_dir.path, tmp_path / "wrong", **{"encoder.shared": "sha256:" + "ab" * 32})
     with pytest.raises(ModelDirError, match="encoder.shared"):
         check_drafter(big.model_dir, ModelDir.load(wrong))
+
+
+def test_a_host_whose_encoder_differs_only_in_its_embedding_is_refused(drafter_pairs, tmp_path):
+    """The embedding feeds the encoder: a host whose encoder layers are byte for byte the
+    drafter's host's, but whose embedding differs, gives other encoder outputs and is
+    refused. The drafter records the digest computed here, now, so the refusal comes from
+    what the digest covers, not from a digest stored under another formula."""
+    from pyfastdec import safetensors_io
+
+    verifier, drafter = drafter_pairs["native"]
+    host = Path(shutil.copytree(verifier.model_dir.path, tmp_path / "host"))
+    shared = copy_with_config(drafter.model_dir.path, tmp_path / "drafter", **{"encoder.shared": encoder_digest(host)})
+    check_drafter(ModelDir.load(host), ModelDir.load(shared))  # its host: accepted
+    tensors = {name: np.array(t) for name, t in ModelDir.load(host).tensors.items()}
+    tensors["embed.weight"][7] *= -2.0  # one token's row (float32 weights)
+    safetensors_io.save_file(host / "model.safetensors", tensors, metadata={"format": "fastdec", "version": "1"})
+    config = json.loads((host / "config.json").read_text())
+    del config["checksum"]
+    (host / "config.json").write_text(json.dumps(config, indent=2))
+    changed = ModelDir.load(host)
+    assert all(np.array_equal(changed.tensors[n], verifier.model_dir.tensors[n])
+               for n in changed.tensors if n.startswith("encoder."))
+    source = [[7, 9, EOS]]  # token 7's row changed: the drafter would read another encoder output
+    before = drafter.draft(drafter.attach(verifier.encode(source)), [[]], 4).logprobs
+    after = drafter.draft(drafter.attach(NativeBackend(changed, threads=1).encode(source)), [[]], 4).logprobs
+    assert not np.allclose(before, after, atol=1e-3)
+    with pytest.raises(ModelDirError, match=r"drafter/config\.json: encoder\.shared: .* is not the encoder of"):
+        check_drafter(changed, ModelDir.load(shared))
 
 
 def test_a_little_model_of_another_width_or_vocabulary_is_refused(little_pairs, tmp_path):

@@ -113,6 +113,7 @@ def tiny_int8(tmp_path_factory):
     per source id, so the rows of a batch have different lists and a wide union."""
     pytest.importorskip("torch", reason="the tiny models need the 'test' extra (torch)")
     from export.calibrate import calibrate
+    from export.rehash import rehash
     from export.tiny import random_sources, tiny_model, tiny_spm
     from export.writer import write_model_dir
     from pyfastdec.shortlist import Shortlist
@@ -130,6 +131,7 @@ def tiny_int8(tmp_path_factory):
         indptr = np.concatenate([[0], np.cumsum([len(t) for t in per_source])]).astype(np.uint64)
         Shortlist(V, [1, 2, 3, 4], indptr, np.concatenate(per_source), best=6, first_fill_id=5).save(
             path / "shortlist.bin")
+        rehash(path)  # the checksum lists the shortlist
         paths.append(path)
     return paths
 

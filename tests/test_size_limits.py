@@ -6,6 +6,7 @@ model is loaded) naming the option and the bound, and --help states every bound.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -113,3 +114,37 @@ def test_help_states_the_bounds(capsys):
         help_text = re.search(rf"{option} [A-Z]+ (.{{0,200}})", text).group(1)  # the option's own entry
         assert f"at most {bound}" in help_text, option
     assert "at most --beam-size" in text
+
+
+@pytest.mark.parametrize("block_size", [MAX_BLOCK + 1, 20000, 1_000_000])
+def test_a_drafters_block_size_is_bounded_at_load(tmp_path, block_size):
+    """config.json block_size is the block the default strategy drafts, so it carries
+    --block's bound: past it the directory is refused at load (one line naming the file
+    and the field) instead of taking gigabytes for one sentence."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    from child_python import child_env
+    from export.rehash import rehash
+    from pyfastdec.model_dir import ModelDir, ModelDirError
+
+    drafter = Path(shutil.copytree(api.packaged_model_path("en-de-drafter"), tmp_path / "drafter"))
+    config = json.loads((drafter / "config.json").read_text())
+    config["block_size"] = MAX_BLOCK
+    (drafter / "config.json").write_text(json.dumps(config, indent=2))
+    rehash(drafter)  # the bound itself loads
+    assert ModelDir.load(drafter).config.block_size == MAX_BLOCK
+    config["block_size"] = block_size
+    config.pop("checksum")  # as a hand-edited directory has none: the bound, not the checksum, refuses it
+    (drafter / "config.json").write_text(json.dumps(config, indent=2))
+    expected = f"{drafter / 'config.json'}: block_size: {block_size} (expected an integer in [1, {MAX_BLOCK}]"
+    with pytest.raises(ModelDirError) as info:
+        ModelDir.load(drafter)
+    assert str(info.value).startswith(expected)
+    done = subprocess.run([sys.executable, "-m", "pyfastdec.cli", "translate", "--drafter", str(drafter),
+                           "--threads", "1"], input=b"A dog runs.\n", capture_output=True, cwd=tmp_path,
+                          env=child_env(), timeout=120)
+    err = done.stderr.decode()
+    assert done.returncode != 0 and err.count("\n") == 1 and "Traceback" not in err and expected in err, err

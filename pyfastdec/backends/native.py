@@ -15,11 +15,11 @@ import numpy as np
 
 from pyfastdec.backends.base import Draft, StepOut, Want
 from pyfastdec.backends.proposals import check_proposals
-from pyfastdec.model_dir import ModelConfig, ModelDir, ModelDirError
+from pyfastdec.model_dir import (CONFIG_FILE, SHORTLIST_FILE, ModelConfig, ModelDir, ModelDirError,
+                                 check_shortlist_content, engine_edit_margin)
 from pyfastdec.runtime import _engine, check_threads, default_threads  # runtime explains a missing engine
 from pyfastdec.shortlist import Shortlist
 
-SHORTLIST_FILE = "shortlist.bin"
 # The engine keeps its scratch (which grows with a call's rows) between calls. Above this
 # it is freed after a translate call: a 32-row batch of 128-token sources (the default
 # batch at max_source_len) needs about 72 MiB on the packaged models, a 5000-row batch
@@ -82,7 +82,10 @@ class NativeBackend:
         if shortlist is False or shortlist is None:
             return None
         file = model_path / SHORTLIST_FILE if shortlist is True else Path(shortlist)
-        if shortlist is True and not os.path.lexists(file):  # lexists: a dangling link is a broken file
+        own = shortlist is True  # the directory's own file is checked against its config.json checksum
+        config_path = model_path / CONFIG_FILE
+        if own and not os.path.lexists(file):  # lexists: a dangling link is a broken file
+            check_shortlist_content(None, file, self.config, config_path)
             return None
         if not file.is_file():
             what = ("a directory" if file.is_dir() else "a dangling symbolic link" if file.is_symlink()
@@ -90,6 +93,8 @@ class NativeBackend:
             raise ModelDirError(f"{file}: (file): {what} (expected a shortlist file, export/SHORTLIST_FORMAT.md"
                                 + ("; or no shortlist.bin in the model directory)" if shortlist is True else ")"))
         try:
+            if own:
+                check_shortlist_content(file.read_bytes(), file, self.config, config_path)
             loaded = Shortlist.load(file)
         except OSError as err:
             raise ModelDirError(f"{file}: (file): unreadable ({err.strerror})") from None
@@ -141,7 +146,7 @@ class NativeBackend:
         out = self._model.step(state, tokens, argmax=want.argmax, topk=want.topk, ids=ids,
                                logprobs=want.logprobs, proposals=proposals,
                                heads=want.heads if proposals is not None else 0, keep_ids=keep,
-                               edit_margin=want.edit_margin, logits=want.logits)
+                               edit_margin=engine_edit_margin(want.edit_margin), logits=want.logits)
         return StepOut(argmax=out.get("argmax"), topk_ids=out.get("topk_ids"),
                        topk_logprobs=out.get("topk_logprobs"), id_logprobs=out.get("id_logprobs"),
                        logprobs=out.get("logprobs"), logits=out.get("logits"), proposals=out.get("proposals"),
