@@ -322,8 +322,8 @@ def to_ctranslate2(model_dir: str | os.PathLike, out_dir: str | os.PathLike, qua
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pyfastdec.convert",
+def main(argv: Sequence[str] | None = None, prog: str = "python -m pyfastdec.convert") -> int:
+    parser = argparse.ArgumentParser(prog=prog,
                                      description="Convert a pyfastdec model directory for another engine, "
                                                  "or import a Hugging Face or Marian (.npz) model.")
     sub = parser.add_subparsers(dest="target", required=True)
