@@ -26,6 +26,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from pyfastdec.foreign_models import convert_first
 from pyfastdec import safetensors_io
 
 try:  # a run-time dependency, but the reader stays importable without it
@@ -865,6 +866,9 @@ class ModelDir:
             raise ModelDirError(f"{path}: (directory): {what} "
                                 f"(expected a model directory with {CONFIG_FILE}, {WEIGHTS_FILE}, {SPM_FILE})")
         config_path = path / CONFIG_FILE
+        foreign = convert_first(path)  # a Hugging Face, CTranslate2 or Marian folder: which command converts it
+        if foreign is not None:
+            raise ModelDirError(foreign)
         config = read_config(config_path)
 
         weights_path = path / WEIGHTS_FILE
