@@ -92,7 +92,7 @@ def test_static_and_dynamic_configs(int8_dirs):
 def test_int8_greedy_agrees_with_hf_float32(tiny, int8_dirs, which):
     """Stated agreement >= 75 % of sentences identical to HF's float32 greedy (measured on
     this random model, whose std-0.2 weights give larger activations than trained ones:
-    static 0.82, dynamic 0.9)."""
+    static 0.83, dynamic 0.85)."""
     _, model, tokenizer, _ = tiny
     sentences = read_lines("test_2016_flickr.en.gz", SENTENCES)
     expected = hf_generate(model, tokenizer, sentences, num_beams=1)
