@@ -213,3 +213,15 @@ def test_signal_during_conversion_leaves_no_staging(tmp_path, sig):
     _, err = child.communicate(timeout=60)
     assert child.returncode == 130 and "Traceback" not in err and err.count("\n") == 1, err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_truncated_parallel_gz_names_the_file(tmp_path):
+    """`convert marian --shortlist SRC TGT` reads them with shortlist_ibm1.read_parallel."""
+    from pyfastdec.shortlist_ibm1 import read_parallel
+
+    good, bad = tmp_path / "a.en", tmp_path / "b.de.gz"
+    good.write_text("a\nb\n")
+    data = gzip.compress(("x " * 5000 + "\n").encode() * 20)
+    bad.write_bytes(data[:len(data) // 2])
+    with pytest.raises(ValueError, match=f"^{bad}: truncated or damaged gzip file"):
+        read_parallel(good, bad)
