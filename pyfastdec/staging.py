@@ -90,6 +90,9 @@ def _describe(err: OSError) -> str:
 def _restate(err: BaseException, tmp: Path, out: Path) -> BaseException | None:
     """The error with the staging path replaced by `out`; None to re-raise as it is."""
     if isinstance(err, OSError):
+        names = [str(n) for n in (err.filename, err.filename2) if n is not None]
+        if names and not any(str(tmp) in n or str(out) in n for n in names):  # an input, not the output
+            return ConvertOutputError(f"{names[0]}: cannot read: {_describe(err)}")
         return ConvertOutputError(f"{out}: cannot write: {_describe(err)}")
     text = str(err)
     if isinstance(err, ValueError) and str(tmp) in text:

@@ -225,3 +225,17 @@ def test_truncated_parallel_gz_names_the_file(tmp_path):
     bad.write_bytes(data[:len(data) // 2])
     with pytest.raises(ValueError, match=f"^{bad}: truncated or damaged gzip file"):
         read_parallel(good, bad)
+
+
+def test_unreadable_input_while_staging_is_not_blamed_on_the_output(tmp_path):
+    """An input read inside the staged block (here the spm.model CTranslate2 copies in)
+    fails as 'cannot read' naming it, not as a write error of the output."""
+    pytest.importorskip("ctranslate2", reason="the CTranslate2 converter needs the 'bench' extra")
+    model = shutil.copytree(MODEL, tmp_path / "model")
+    prelude = (f"import shutil, errno\n_copy = shutil.copy\n"
+               f"def _fail(src, dst, *a, **k):\n"
+               f"    raise OSError(errno.EACCES, 'Permission denied', str(src))\n"
+               f"shutil.copy = shutil.copyfile = _fail\n")
+    done = fastdec("convert", "ctranslate2", model, tmp_path / "ct2", prelude=prelude)
+    assert_one_line(done, f"{model / 'spm.model'}: cannot read: Permission denied")
+    assert not (tmp_path / "ct2").exists()
