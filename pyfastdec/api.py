@@ -107,7 +107,7 @@ def check_compute_type(model_dir: ModelDir, compute_type: str) -> None:
     if compute_type == "int8" and not int8:
         warnings.warn(
             f"{model_dir.path} holds float32 weights (config.json quantization: null); running float32. "
-            f"Write an int8 directory with `python -m export.write --int8` for the int8 engine, or pass "
+            f"Write an int8 directory with `fastdec convert int8 MODEL_DIR OUT_DIR` for the int8 engine, or pass "
             f"compute_type='float32' (fastdec: --compute-type float32) to silence this.",
             RuntimeWarning, stacklevel=4)
 

@@ -426,7 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run_convert(args) -> int:
     from pyfastdec.convert import main as convert_main
 
-    return convert_main(args.convert_args)
+    return convert_main(args.convert_args, prog=f"{PROG} convert")
 
 
 def model_spec(args) -> ModelSpec:
@@ -949,6 +949,9 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def _main(argv: Optional[list[str]]) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["convert"]:  # forwarded whole: REMAINDER would not take a leading --help
+        return run_convert(argparse.Namespace(convert_args=argv[1:]))
     try:
         parser = build_parser()
         args = parser.parse_args(argv)

@@ -55,7 +55,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -64,8 +63,13 @@ import numpy as np
 
 from pyfastdec.int8_rows import dequantize_rows, int8_embedding_rows
 from pyfastdec.model_dir import EMBED_SCALE, ModelConfig, ModelDir, quantized_linears
+from pyfastdec.staging import check_output, staged_dir
 
 DEFAULT_MAX_POSITIONS = 1024  # = translate_batch's default max_input_length
+# The table is max_positions x d_model float32, stored once per stack: 16384 rows of a
+# 1024-wide model are 128 MB, and no sentence model reads 16k tokens (CTranslate2 truncates
+# sources at 1024 by default). Checked before anything is allocated.
+MAX_POSITIONS = 16384
 LAYER_NORM_EPS = 1e-5  # FORMAT.md: every layer norm, unless config.json layer_norm_eps says otherwise
 
 
@@ -81,6 +85,13 @@ def _import_ctranslate2():
 
 
 # ----------------------------------------------------------------------------- checks
+def check_max_positions(max_positions) -> int:
+    if isinstance(max_positions, bool) or not isinstance(max_positions, int) or not 1 <= max_positions <= MAX_POSITIONS:
+        raise ValueError(f"--max-positions {max_positions}: expected an integer from 1 to {MAX_POSITIONS} (rows "
+                         f"of the position table: the longest source or decoder input, in tokens)")
+    return max_positions
+
+
 def check_convertible(config: ModelConfig) -> tuple[int, int]:
     """(encoder heads, decoder heads) CTranslate2 will run: the most heads of any layer of
     each stack (pad_layers fills the others up with zero heads), or a ValueError naming
@@ -213,6 +224,7 @@ class _Filler:
 def build_spec(model: ModelDir, max_positions: int = DEFAULT_MAX_POSITIONS):
     """A validated ctranslate2 TransformerSpec equivalent to `model` (not yet optimised)."""
     common_spec, transformer_spec = _import_ctranslate2()
+    check_max_positions(max_positions)
     cfg = model.config
     enc_heads, dec_heads = check_convertible(cfg)
     if max_positions < cfg.max_source_len:
@@ -302,28 +314,28 @@ def to_ctranslate2(model_dir: str | os.PathLike, out_dir: str | os.PathLike, qua
     model directories are dequantised first (see the module docstring: CTranslate2 then
     quantises the same float weights with its own per-row scales). max_positions: rows
     of the stored position table, i.e. the longest source (EOS included) and the longest
-    decoder input (BOS included) CTranslate2 will accept. An existing non-empty out_dir is
-    refused unless force=True (it is then replaced). Returns out_dir.
+    decoder input (BOS included) CTranslate2 will accept, at most MAX_POSITIONS. An
+    existing non-empty out_dir is refused unless force=True (it is then replaced, only
+    once the new model is written: pyfastdec/staging.py); out_dir may not be model_dir,
+    lie inside it or contain it. Returns out_dir.
     """
     _import_ctranslate2()  # fail before any work if the benchmark extra is missing
     from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
 
     if quantization is not None and quantization not in ACCEPTED_MODEL_TYPES:
         raise ValueError(f"quantization = {quantization!r}: expected None or one of {', '.join(ACCEPTED_MODEL_TYPES)}")
+    check_max_positions(max_positions)
     out = Path(out_dir)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        if not force:
-            raise FileExistsError(f"{out}: already exists and is not an empty directory (use force=True / --force)")
-        shutil.rmtree(out) if out.is_dir() else out.unlink()
-    spec = build_spec(ModelDir.load(model_dir), max_positions)
+    check_output(out, Path(model_dir), force=force)
+    spec = build_spec(ModelDir.load(model_dir), max_positions)  # the model is checked before out is touched
     spec.optimize(quantization=quantization)
-    out.mkdir(parents=True, exist_ok=True)
-    spec.save(str(out))
+    with staged_dir(out) as tmp:
+        spec.save(str(tmp))
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pyfastdec.convert",
+def main(argv: Sequence[str] | None = None, prog: str = "python -m pyfastdec.convert") -> int:
+    parser = argparse.ArgumentParser(prog=prog,
                                      description="Convert a pyfastdec model directory for another engine, "
                                                  "or import a Hugging Face or Marian (.npz) model.")
     sub = parser.add_subparsers(dest="target", required=True)
@@ -333,7 +345,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ct2.add_argument("--quantization", default=None,
                      help="CTranslate2 weight type: int8, int8_float32, int16, float32, ... (default: float32)")
     ct2.add_argument("--max-positions", type=int, default=DEFAULT_MAX_POSITIONS,
-                     help=f"rows of the position table (longest source / decoder input; default {DEFAULT_MAX_POSITIONS})")
+                     help=f"rows of the position table (longest source / decoder input; default "
+                          f"{DEFAULT_MAX_POSITIONS}, at most {MAX_POSITIONS})")
     ct2.add_argument("--force", action="store_true", help="replace an existing output directory")
     mz = sub.add_parser("marian-npz", help="write a Marian model (model.npz, vocabularies, lexical shortlist)")
     mz.add_argument("model_dir", help="pyfastdec model directory")
@@ -353,15 +366,30 @@ def main(argv: Sequence[str] | None = None) -> int:
                                        "pytorch_model.bin, source.spm, target.spm, vocab.json")
     marian.add_argument("out_dir", help="output pyfastdec model directory")
     marian.add_argument("--quantize", choices=("float32", "int8"), default=None,
-                        help="int8: quantised weights with activation scales calibrated on --calibrate "
-                             "(default float32)")
-    marian.add_argument("--calibrate", metavar="TEXT_FILE", help="source sentences, one per line, for int8")
+                        help="int8: weights quantised per row, a quarter of the size; activations scaled per "
+                             "row at run time unless --calibrate is given: no text needed, and measured as fast "
+                             "and as accurate as calibrated scales (bench/README.md) (default float32)")
+    marian.add_argument("--calibrate", metavar="TEXT_FILE",
+                        help="int8 with static activation scales calibrated on these source sentences (one per "
+                             "line, up to 2000 used): slightly faster than the default dynamic scales, and "
+                             "tied to text like this")
     marian.add_argument("--shortlist", nargs=2, metavar=("SRC", "TGT"),
                         help="parallel text to build a lexical shortlist from")
     marian.add_argument("--force", action="store_true", help="replace an existing output directory")
+    q8 = sub.add_parser("int8", help="write the int8 form of a float32 pyfastdec model directory")
+    q8.add_argument("model_dir", help="float32 pyfastdec model directory")
+    q8.add_argument("out_dir", help="output int8 model directory")
+    q8.add_argument("--calibrate", metavar="TEXT_FILE",
+                    help="static activation scales calibrated on these source sentences (attention-decoder "
+                         "models); default: dynamic per-row scales, no text needed")
+    q8.add_argument("--force", action="store_true", help="replace an existing output directory")
     args = parser.parse_args(argv)
     try:
-        if args.target == "marian":
+        if args.target == "int8":
+            from pyfastdec.int8_writer import to_int8
+
+            out = to_int8(args.model_dir, args.out_dir, args.calibrate, args.force)
+        elif args.target == "marian":
             from pyfastdec.convert_marian import convert_marian
 
             out = convert_marian(args.hf_dir, args.out_dir, args.quantize, args.calibrate,
@@ -386,6 +414,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, ImportError, FileExistsError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # an input that cannot be read (outputs are restated by pyfastdec/staging.py)
+        print(f"error: {err.filename + ': ' if err.filename else ''}{err.strerror or err}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print("error: out of memory", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the staging directory is already removed
+        print("error: interrupted; nothing was written", file=sys.stderr)
+        return 130
     print(out)
     return 0
 

@@ -24,29 +24,34 @@ What a Marian model is, in our format (transformers 5.23 modeling_marian.py):
 Anything else (another model_type, unshared or untied embeddings, separate vocabularies,
 pre-norm, a layernorm after the embeddings, ...) is refused naming the field and value.
 
-Everything is written into a temporary directory beside OUT_DIR, validated by loading it
-as pyfastdec will, and only then renamed to OUT_DIR: a failure leaves nothing behind.
-float32 needs only numpy and sentencepiece. int8 (`--quantize int8`) runs the float model
-in PyTorch over the user's text to calibrate the activation scales with export/calibrate.py
-(127 / (mean + 1.1 sigma) of per-batch max|A|; the decoder is teacher-forced on the float
-model's own greedy translations of that text): it needs torch and the repository's
-`export` package.
+Everything is written into a staging directory beside OUT_DIR, validated by loading it
+as pyfastdec will, and only then renamed to OUT_DIR: a failure, Ctrl-C or SIGTERM leaves
+nothing behind (pyfastdec/staging.py). OUT_DIR may not be HF_DIR, lie inside it or hold it.
+Everything needs only numpy and sentencepiece (and torch for a pytorch_model.bin).
+int8 (`--quantize int8`, pyfastdec/int8_writer.py) quantises the weights per row; its
+activations are either scaled per row at run time (the default: no calibration text) or,
+with `--calibrate TEXT_FILE`, by static multipliers calibrated on that text
+(pyfastdec/activation_calibration.py: 127 / (mean + 1.1 sigma) of per-batch max|A|, the
+decoder teacher-forced on the float model's own greedy translations). Speed and quality
+of the two: bench/README.md. `--shortlist` builds IBM Model 1 shortlists
+(pyfastdec/shortlist_ibm1.py).
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
 
 from pyfastdec import safetensors_io
+from pyfastdec.int8_writer import quantize_dir
 from pyfastdec.model_dir import (CONFIG_FILE, SHORTLIST_FILE, SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE,
                                  WEIGHTS_FILE, ModelDir, ModelDirError, check_marian_vocab, config_digest,
                                  file_digest, load_config_json)
+from pyfastdec.staging import check_output, scratch_dir, staged_dir
 
 HF_CONFIG, HF_GENERATION = "config.json", "generation_config.json"
 HF_SAFETENSORS, HF_TORCH_BIN = "model.safetensors", "pytorch_model.bin"
@@ -292,57 +297,15 @@ def write_float_dir(out: Path, config: dict, tensors: dict[str, np.ndarray], hf_
     return ModelDir.load(out)
 
 
-def _read_lines(path: Path) -> list[str]:
-    try:
-        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
-    except OSError as err:
-        raise ConvertError(f"{path}: (file): unreadable ({err.strerror})") from None
-    except UnicodeDecodeError as err:
-        raise ConvertError(f"{path}: (file): not valid UTF-8 at byte {err.start}") from None
-    return lines
-
-
-def quantize_dir(float_dir: Path, out: Path, calibration_file: Path, max_sentences: int = 2000) -> None:
-    """An int8 directory in `out` from the float one, activation scales calibrated on the
-    sentences of `calibration_file` (export/calibrate.py)."""
-    try:
-        from export.calibrate import calibrate
-        from export.writer import read_model_dir, write_model_dir
-    except ImportError as err:
-        raise ConvertError(f"--quantize int8: calibration runs the float model in PyTorch and needs torch and "
-                           f"pyfastdec's export package (a source checkout): {err}") from None
-    from pyfastdec.backends.native import NativeBackend
-    from pyfastdec.decoding.greedy import greedy
-    from pyfastdec.text import load_tokenizer
-
-    model_dir = ModelDir.load(float_dir)
-    tokenizer = load_tokenizer(model_dir)
-    eos, limit = model_dir.config.tokens["eos"], model_dir.config.max_source_len - 1
-    sources = [tokenizer.encode(line)[:limit] for line in _read_lines(calibration_file) if line][:max_sentences]
-    sources = [s for s in sources if s]
-    if not sources:
-        raise ConvertError(f"{calibration_file}: (file): no non-empty line (expected source sentences to "
-                           f"calibrate the int8 activation scales on)")
-    # The decoder is calibrated on what it reads at inference: the model's own outputs.
-    targets, _ = greedy(NativeBackend(model_dir, threads=1, shortlist=False), [s + [eos] for s in sources])
-    model, files = read_model_dir(float_dir)
-    scales = calibrate(model, list(zip(sources, targets)))
-    write_model_dir(model, files, out, act_scales=scales, int8=True,
-                    calibration={"data": str(calibration_file), "sentences": len(sources), "batch_size": 16})
-
-
 def write_shortlist(model_dir: ModelDir, src_file: Path, tgt_file: Path, out: Path) -> None:
-    """shortlist.bin from the user's parallel text (export/shortlist.py's IBM Model 1)."""
-    try:
-        from export.shortlist import build_shortlist, read_parallel
-    except ImportError as err:
-        raise ConvertError(f"--shortlist needs pyfastdec's export package (a source checkout): {err}") from None
+    """shortlist.bin from the user's parallel text (pyfastdec/shortlist_ibm1.py's IBM Model 1)."""
+    from pyfastdec.shortlist_ibm1 import build_shortlist, read_parallel
     from pyfastdec.text import load_tokenizer
 
     tokenizer = load_tokenizer(model_dir)
     try:
         src_lines, tgt_lines = read_parallel(src_file, tgt_file)
-    except (OSError, ValueError) as err:
+    except ValueError as err:
         raise ConvertError(str(err)) from None
     tokens = model_dir.config.tokens
     always = (tokens["unk"], tokens["eos"])
@@ -364,19 +327,15 @@ def convert_marian(hf_dir: str | os.PathLike, out_dir: str | os.PathLike, quanti
                    shortlist: Optional[tuple[str | os.PathLike, str | os.PathLike]] = None,
                    force: bool = False) -> Path:
     """Convert HF_DIR into the pyfastdec model directory OUT_DIR (see the module docstring).
-    quantize: None (float32) or "int8", which needs `calibrate` (a text file of source
-    sentences). shortlist: (source file, target file) of parallel text. Returns OUT_DIR."""
+    quantize: None (float32) or "int8": with `calibrate` (a text file of source sentences)
+    static activation scales calibrated on it, without dynamic per-row ones. shortlist: (source file, target file) of parallel text. Returns OUT_DIR."""
     hf_dir, out = Path(hf_dir), Path(out_dir)
     if quantize not in (None, "float32", "int8"):
         raise ConvertError(f"--quantize {quantize}: expected int8 (or float32, the default)")
-    if quantize == "int8" and calibrate is None:
-        raise ConvertError("--quantize int8 needs --calibrate TEXT_FILE: source sentences to measure the int8 "
-                           "activation scales on")
     if quantize != "int8" and calibrate is not None:
         raise ConvertError("--calibrate is for --quantize int8 (float32 needs no calibration)")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        if not force:
-            raise FileExistsError(f"{out}: already exists and is not an empty directory (use --force)")
+    check_output(out, hf_dir, *[Path(p) for p in ([calibrate] if calibrate is not None else []) + list(shortlist or ())],
+                 force=force)
     if not hf_dir.is_dir():
         raise ConvertError(f"{hf_dir}: (directory): {'not a directory' if hf_dir.exists() else 'no such directory'} "
                            f"(expected a saved MarianMTModel)")
@@ -406,22 +365,12 @@ def convert_marian(hf_dir: str | os.PathLike, out_dir: str | os.PathLike, quanti
     weights, weights_path = read_hf_weights(hf_dir)
     tensors = map_weights(weights, config, weights_path)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        float_dir = work / "float32"
-        float_dir.mkdir()
+    with staged_dir(out) as final, scratch_dir(out) as scratch:
+        float_dir = final if quantize != "int8" else scratch  # int8: the float model is only a step
         model_dir = write_float_dir(float_dir, config, tensors, hf_dir)
-        final = float_dir
         if quantize == "int8":
-            final = work / "int8"
-            quantize_dir(float_dir, final, Path(calibrate))
+            quantize_dir(float_dir, final, None if calibrate is None else Path(calibrate))
         if shortlist is not None:
             write_shortlist(model_dir, Path(shortlist[0]), Path(shortlist[1]), final)
         ModelDir.load(final)  # what is renamed into place loads
-        if out.exists():
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
-        os.replace(final, out)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return out

@@ -60,7 +60,7 @@ import numpy as np
 from pyfastdec.convert import float_weights, pad_layers
 from pyfastdec.model_dir import ModelConfig, ModelDir
 from pyfastdec.shortlist import Shortlist
-from pyfastdec.staging import staged_dir
+from pyfastdec.staging import check_output, staged_dir
 
 MODEL_FILE = "model.npz"
 SRC_VOCAB, TRG_VOCAB = "vocab.src.spm", "vocab.trg.spm"
@@ -291,13 +291,12 @@ def marian_vocab(model: ModelDir) -> Path:
 def to_marian_npz(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, force: bool = False) -> Path:
     """Write OUT_DIR = model.npz, vocab.{src,trg}.spm, [lex.s2t], decoder.yml; returns OUT_DIR.
 
-    Written into a temporary directory beside OUT_DIR, then renamed, so a failure leaves
-    nothing half-written."""
+    Written into a staging directory beside OUT_DIR, then renamed, so a failure leaves
+    nothing half-written (pyfastdec/staging.py); OUT_DIR may not be MODEL_DIR or hold it."""
     import sentencepiece
 
     out = Path(out_dir)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise FileExistsError(f"{out}: already exists and is not an empty directory (use --force)")
+    check_output(out, Path(model_dir), force=force)
     model = ModelDir.load(model_dir)
     cfg = model.config
     spm_path = marian_vocab(model)

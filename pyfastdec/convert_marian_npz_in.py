@@ -47,6 +47,7 @@ import json
 import os
 import shutil
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +57,12 @@ from pyfastdec import safetensors_io
 from pyfastdec.model_dir import (CONFIG_FILE, SHORTLIST_FILE, SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE,
                                  WEIGHTS_FILE, ModelDir, config_digest, file_digest)
 from pyfastdec.shortlist import Shortlist
-from pyfastdec.staging import staged_dir
+from pyfastdec.staging import check_output, staged_dir
 
 META = "special:model.yml"
 MARIAN_EPS = 1e-6
 MARIAN_MAX_LENGTH = 1000  # marian translate --max-length default
+MAX_META_BYTES = 1 << 20  # special:model.yml: a few KB of options text
 START_PIECE = "<pad>"
 ACTIVATIONS = {"relu": "relu", "swish": "swish", "gelu": "gelu"}
 # Options whose value must be the default for the model to mean what we read.
@@ -143,22 +145,64 @@ def _flat_yaml(text: str, where: str) -> dict:
     return out
 
 
-def read_npz(path: Path) -> tuple[dict[str, np.ndarray], dict]:
-    """(parameter name -> array, model options) of a Marian .npz."""
-    if path.is_file() and not zipfile.is_zipfile(path):
+class NpzMembers:
+    """The arrays of a .npz, known by their .npy headers (shape, dtype) and read only when
+    taken: a member's shape is checked against the config before its data is read, so a
+    small file that declares a huge array is refused without allocating it."""
+
+    def __init__(self, path: Path, headers: dict[str, tuple[tuple[int, ...], np.dtype]]):
+        self.path, self.headers = path, headers
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.headers
+
+    def __iter__(self):
+        return iter(self.headers)
+
+    def load(self, name: str) -> np.ndarray:
+        try:
+            with zipfile.ZipFile(self.path) as zf, zf.open(f"{name}.npy") as f:
+                return np.lib.format.read_array(f, allow_pickle=False)
+        except (zipfile.BadZipFile, ValueError, OSError, EOFError, zlib.error) as err:
+            raise MarianNpzError(f"{self.path}: item {name} is not readable ({err})") from None
+
+
+def _npy_header(f) -> tuple[tuple[int, ...], np.dtype]:
+    version = np.lib.format.read_magic(f)
+    reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = reader(f)
+    return tuple(shape), dtype
+
+
+def read_npz(path: Path) -> tuple[NpzMembers, dict]:
+    """(the parameters' NpzMembers, model options) of a Marian .npz; only the options
+    item and the headers are read here."""
+    if not path.is_file():
+        raise MarianNpzError(f"{path}: {'not a file' if path.exists() else 'no such file'}")
+    if not zipfile.is_zipfile(path):
         raise MarianNpzError(f"{path}: not a .npz (zip) file; Marian's packed .bin models are not read")
+    headers: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
     try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {name: z[name] for name in z.files}
-    except FileNotFoundError:
-        raise MarianNpzError(f"{path}: no such file") from None
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                if not info.filename.endswith(".npy"):
+                    raise MarianNpzError(f"{path}: item {info.filename} is not a .npy array")
+                with zf.open(info) as f:
+                    headers[info.filename[:-4]] = _npy_header(f)
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, zlib.error) as err:
+        if isinstance(err, MarianNpzError):
+            raise
         raise MarianNpzError(f"{path}: not a readable .npz ({err})") from None
-    if META not in arrays:
+    if META not in headers:
         raise MarianNpzError(f"{path}: no {META} item (a Marian model .npz embeds its options there)")
-    raw = arrays.pop(META).tobytes().split(b"\0", 1)[0]
+    shape, dtype = headers.pop(META)
+    if len(shape) != 1 or dtype.itemsize * (shape[0] if shape else 1) > MAX_META_BYTES:
+        raise MarianNpzError(f"{path}: {META}: shape {list(shape)} of {dtype} (expected the options text, at most "
+                             f"{MAX_META_BYTES} bytes)")
+    members = NpzMembers(path, headers)
+    raw = members.load(META).tobytes().split(b"\0", 1)[0]
     options = _parse_yaml(raw.decode("utf-8", errors="replace"), str(path))
-    return arrays, options
+    return members, options
 
 
 # ----------------------------------------------------------------------------- options
@@ -241,20 +285,20 @@ def model_config(options: dict, vocab_size: int, where: str, allow_unk: bool = F
 class _Taker:
     """Pops Marian tensors by name with shape checks; leftovers are refused at the end."""
 
-    def __init__(self, arrays: dict[str, np.ndarray], where: str):
+    def __init__(self, arrays: NpzMembers, where: str):
         self.arrays, self.where, self.used = arrays, where, set()
 
     def __call__(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         if name not in self.arrays:
             raise MarianNpzError(f"{self.where}: missing tensor {name} (expected shape {list(shape)})")
-        a = self.arrays[name]
-        if a.dtype != np.float32:
-            raise MarianNpzError(f"{self.where}: tensor {name} has dtype {a.dtype} (expected float32; packed or "
+        a_shape, a_dtype = self.arrays.headers[name]  # checked before the data is read
+        if a_dtype != np.float32:
+            raise MarianNpzError(f"{self.where}: tensor {name} has dtype {a_dtype} (expected float32; packed or "
                                  f"quantised Marian models are not read)")
-        if a.shape != shape and not (len(shape) == 1 and a.shape == (1, shape[0])):
-            raise MarianNpzError(f"{self.where}: tensor {name} has shape {list(a.shape)} (expected {list(shape)})")
+        if a_shape != shape and not (len(shape) == 1 and a_shape == (1, shape[0])):
+            raise MarianNpzError(f"{self.where}: tensor {name} has shape {list(a_shape)} (expected {list(shape)})")
         self.used.add(name)
-        return np.ascontiguousarray(a.reshape(shape), dtype=np.float32)
+        return np.ascontiguousarray(self.arrays.load(name).reshape(shape), dtype=np.float32)
 
     def leftovers(self) -> None:
         extra = sorted(set(self.arrays) - self.used)
@@ -263,7 +307,7 @@ class _Taker:
                 f" (and {len(extra) - 1} more)" if len(extra) > 1 else "") + " (an option this reader does not know?)")
 
 
-def map_tensors(arrays: dict[str, np.ndarray], config: dict, where: str) -> dict[str, np.ndarray]:
+def map_tensors(arrays: NpzMembers, config: dict, where: str) -> dict[str, np.ndarray]:
     """Our tensor table (FORMAT.md names, nn.Linear [out, in]) from Marian's parameters."""
     take = _Taker(arrays, where)
     d, V = config["d_model"], config["vocab_size"] - 1
@@ -371,6 +415,10 @@ def read_lexical_shortlist(path: Path, pieces: list[str], first: int, best: int,
                     raise MarianNpzError(f"{path}: line {n}: probability {prob!r} is not a number") from None
                 s, t = index.get(src, unk), index.get(trg, unk)  # Marian maps unknown pieces to unk
                 rows[s][t] = max(rows[s].get(t, 0.0), p)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+        raise MarianNpzError(f"{path}: truncated or damaged gzip file ({err or 'ends early'})") from None
+    except UnicodeDecodeError as err:
+        raise MarianNpzError(f"{path}: not valid UTF-8 at byte {err.start} of a line") from None
     except OSError as err:
         raise MarianNpzError(f"{path}: {err.strerror or err}") from None
     targets, probs, indptr = [], [], [0]
@@ -393,8 +441,7 @@ def from_marian_npz(npz: str | os.PathLike, vocab: str | os.PathLike, out_dir: s
                     force: bool = False) -> Path:
     """Write a float32 pyfastdec model directory for a Marian .npz + .spm; returns OUT_DIR."""
     npz, vocab, out = Path(npz), Path(vocab), Path(out_dir)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise FileExistsError(f"{out}: already exists and is not an empty directory (use --force)")
+    check_output(out, npz, vocab, *([Path(shortlist[0])] if shortlist is not None else []), force=force)
     pieces, tokens = read_vocab(vocab)
     arrays, options = read_npz(npz)
     config, _ = model_config(options, len(pieces), str(npz), allow_unk, tokens)

@@ -26,6 +26,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from pyfastdec.foreign_models import convert_first
 from pyfastdec import safetensors_io
 from pyfastdec.size_limits import MAX_BLOCK
 
@@ -83,6 +84,9 @@ def checksum_keys(tokenizer: str) -> tuple[str, ...]:
     return (CHECKSUM_CONFIG, WEIGHTS_FILE) + TOKENIZER_FILES[tokenizer]
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 QUANT_WEIGHTS, QUANT_WEIGHT_SCALE, QUANT_ACTIVATIONS = "int8", "per_output_channel", "int8_static_per_tensor"
+# quantization.activations of a directory without multipliers: the engine scales each
+# input row by 127 / max|row| at run time (no calibration text needed).
+QUANT_DYNAMIC_ACTIVATIONS = "int8_dynamic_per_row"
 # quantization.embedding: embed.weight stored int8 [V, d] with embed.weight_scale [V]
 # (absent/null: float32 embed.weight, quantised per row at load the same way).
 QUANT_EMBEDDING = "int8_per_row"
@@ -344,15 +348,21 @@ def _parse_quantization(r: _ConfigReader, value: Any, linears: list[str]) -> Qua
     r.only(value, ("weights", "weight_scale", "activations", "activation_scales", "calibration", "embedding"), q)
     weights = r.choice(value, "weights", q, (QUANT_WEIGHTS,))
     weight_scale = r.choice(value, "weight_scale", q, (QUANT_WEIGHT_SCALE,))
-    activations = r.choice(value, "activations", q, (QUANT_ACTIVATIONS,))
-    scales = r.mapping(value, "activation_scales", q, "an object: quantized linear -> input multiplier")
+    activations = r.choice(value, "activations", q, (QUANT_ACTIVATIONS, QUANT_DYNAMIC_ACTIVATIONS))
+    if activations == QUANT_DYNAMIC_ACTIVATIONS:
+        if "activation_scales" in value:
+            raise r.fail(f"{q}activation_scales", f"present (expected none with activations "
+                         f"{json.dumps(QUANT_DYNAMIC_ACTIVATIONS)}: inputs are scaled per row at run time)")
+        scales = {}
+    else:
+        scales = r.mapping(value, "activation_scales", q, "an object: quantized linear -> input multiplier")
     wanted = set(linears)
     for name in scales:
         if name not in wanted:
             raise r.fail(f"{q}activation_scales.{name}", "not a quantized linear of this config "
                          f"(expected names like {linears[0]})")
     checked: dict[str, float] = {}
-    for name in linears:  # in model order, so the first missing one is reported
+    for name in linears if activations == QUANT_ACTIVATIONS else ():  # in model order: the first missing one
         if name not in scales:
             raise r.fail(f"{q}activation_scales.{name}", "missing (expected a multiplier for every quantized linear)")
         m = scales[name]
@@ -898,6 +908,9 @@ class ModelDir:
             raise ModelDirError(f"{path}: (directory): {what} "
                                 f"(expected a model directory with {CONFIG_FILE}, {WEIGHTS_FILE}, {SPM_FILE})")
         config_path = path / CONFIG_FILE
+        foreign = convert_first(path)  # a Hugging Face, CTranslate2 or Marian folder: which command converts it
+        if foreign is not None:
+            raise ModelDirError(foreign)
         config = read_config(config_path)
 
         weights_path = path / WEIGHTS_FILE

@@ -348,8 +348,8 @@ def test_refuses_vocabulary_of_other_spm(tiny, tmp_path):
 
 def test_cli_errors_and_pytorch_bin(tiny, tmp_path, capsys):
     hf_dir = _copy(tiny, tmp_path)
-    assert convert_main(["marian", str(hf_dir), str(tmp_path / "o"), "--quantize", "int8"]) == 2
-    assert "--quantize int8 needs --calibrate" in capsys.readouterr().err
+    assert convert_main(["marian", str(hf_dir), str(tmp_path / "o"), "--calibrate", str(hf_dir / "vocab.json")]) == 2
+    assert "--calibrate is for --quantize int8" in capsys.readouterr().err
     # pytorch_model.bin instead of model.safetensors (read with torch): the same directory.
     from pyfastdec import safetensors_io
 

@@ -500,7 +500,9 @@ def test_converter_in_place_is_atomic(dirs, tmp_path, monkeypatch):
     def fail(*_a, **_k):
         raise OSError("disk full")
     monkeypatch.setattr(mod, "save_file", fail)
-    with pytest.raises(OSError, match="disk full"):
+    from pyfastdec.staging import ConvertOutputError
+
+    with pytest.raises(ConvertOutputError, match=f"{old}: cannot write: disk full"):  # never the staging path
         convert(old)
     assert {p.name: p.read_bytes() for p in old.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
