@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from child_python import NEUTRAL_CWD, child_env  # noqa: E402
-from marian_checkpoints import MULTI30K, read_lines  # noqa: E402
+from marian_checkpoints import read_lines  # noqa: E402
 from test_convert_marian import MAX_NEW, SENTENCES, hf_generate, our_sources, tiny  # noqa: E402,F401
 
 from export.calibrate import calibrate as torch_calibrate  # noqa: E402
@@ -33,7 +33,6 @@ from pyfastdec.convert import main as convert_main  # noqa: E402
 from pyfastdec.decoding.greedy import greedy  # noqa: E402
 from pyfastdec.model_dir import ModelDir, ModelDirError, quantized_linears  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not MULTI30K.is_dir(), reason=f"shared data missing: {MULTI30K}")
 
 
 def random_pairs(n: int, vocab: int, seed: int = 0) -> list[tuple[list[int], list[int]]]:
@@ -59,7 +58,7 @@ def int8_dirs(tiny, tmp_path_factory):
     """(static, dynamic) int8 directories converted through the command line."""
     root = tmp_path_factory.mktemp("int8")
     calib = root / "calib.en"
-    calib.write_text("\n".join(read_lines("train.en.gz", 300)) + "\n", encoding="utf-8")
+    calib.write_text("\n".join(read_lines("val.en.gz", 300)) + "\n", encoding="utf-8")
     static, dynamic = root / "static", root / "dynamic"
     assert convert_main(["marian", str(tiny[0]), str(static), "--quantize", "int8", "--calibrate", str(calib)]) == 0
     assert convert_main(["marian", str(tiny[0]), str(dynamic), "--quantize", "int8"]) == 0
@@ -131,10 +130,10 @@ def test_int8_and_shortlist_need_neither_torch_nor_export(tiny, tmp_path):
     """In a child where `import torch` and `import export` fail, as in a wheel without
     the export extra."""
     calib = tmp_path / "calib.en"
-    calib.write_text("\n".join(read_lines("train.en.gz", 50)) + "\n", encoding="utf-8")
+    calib.write_text("\n".join(read_lines("val.en.gz", 50)) + "\n", encoding="utf-8")
     src, tgt = tmp_path / "p.en", tmp_path / "p.de"
-    src.write_text("\n".join(read_lines("train.en.gz", 200)) + "\n", encoding="utf-8")
-    tgt.write_text("\n".join(read_lines("train.de.gz", 200)) + "\n", encoding="utf-8")
+    src.write_text("\n".join(read_lines("val.en.gz", 200)) + "\n", encoding="utf-8")
+    tgt.write_text("\n".join(read_lines("val.de.gz", 200)) + "\n", encoding="utf-8")
     block = "import sys\nsys.modules['torch'] = None\nsys.modules['export'] = None\n"
     run = "from pyfastdec.cli import main\nsys.exit(main(sys.argv[1:]))\n"
     for extra in (["--calibrate", str(calib)], []):
