@@ -55,7 +55,9 @@ def pip_install(venv: Path, checkout: Path, target: str) -> None:
     env.pop("PYTHONPATH", None)
     done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--no-deps", target],
                           cwd=checkout, env=env, capture_output=True, text=True, timeout=1500)
-    assert done.returncode == 0, f"pip install {target} (again) failed:\n" + (done.stdout + done.stderr)[-3000:]
+    output = done.stdout + done.stderr
+    errors = [line for line in output.splitlines() if "CMake Error" in line or "failed" in line][:10]
+    assert done.returncode == 0, f"pip install {target} failed:\n" + "\n".join(errors) + "\n...\n" + output[-2000:]
 
 
 def check_installed(venv: Path, cwd: Path, expected: str) -> None:
