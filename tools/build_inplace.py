@@ -38,7 +38,10 @@ def main() -> None:
     configure = ["cmake", "-S", str(ROOT), "-B", str(build),
                  f"-DPython_EXECUTABLE={sys.executable}",
                  f"-Dpybind11_DIR={pybind11.get_cmake_dir()}",
-                 f"-DCMAKE_LIBRARY_OUTPUT_DIRECTORY={ROOT / 'pyfastdec'}"]
+                 f"-DCMAKE_LIBRARY_OUTPUT_DIRECTORY={ROOT / 'pyfastdec'}",
+                 # Given every time: a knob set for one run must not stay in the cache.
+                 f"-DCMAKE_BUILD_TYPE={os.environ.get('FASTDEC_BUILD_TYPE') or 'Release'}",
+                 f"-DFASTDEC_SANITIZE={'OFF' if os.environ.get('FASTDEC_SANITIZE', '0') in ('', '0') else 'ON'}"]
     if shutil.which("ninja") is not None and not (build / "CMakeCache.txt").is_file():
         configure += ["-G", "Ninja"]  # the generator is fixed at the first configure
     jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
