@@ -68,7 +68,7 @@ class LongInputWarning(UserWarning):
 # ----------------------------------------------------------------------------- model paths
 def packaged_model_path(name: str) -> Path:
     """Where the default model `name` lives: inside the installed package (the wheel
-    build copies it there, see setup.py), or, in a source checkout used in place, in the
+    build puts it there, see pyproject.toml), or, in a source checkout used in place, in the
     repository's models/ directory. The one place that knows the layout of shipped models."""
     package = Path(__file__).resolve().parent
     installed = package / "models" / name

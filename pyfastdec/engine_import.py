@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 PACKAGE = Path(__file__).resolve().parent
-BUILD_IN_PLACE = "`pip install -e .` or `python setup.py build_ext --inplace`"
+BUILD_IN_PLACE = "`pip install -e .` or `python tools/build_inplace.py`"
 
 
 def import_engine() -> ModuleType:
@@ -53,7 +53,7 @@ def engine_missing_message(package: Path, error: ImportError) -> str:
     message = f"{package}: pyfastdec's compiled engine ({expected}) is not in this folder"
     if others:
         message += f" (only {', '.join(others)}, built for another Python)"
-    if not (package.parent / "setup.py").is_file():
+    if not (package.parent / "CMakeLists.txt").is_file():  # not a source checkout
         return message + "; reinstall pyfastdec (`pip install --force-reinstall pyfastdec`)"
     message += (f"; you are importing the source folder of the checkout {package.parent}, which "
                 f"comes first on sys.path when Python runs from there")

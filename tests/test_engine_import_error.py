@@ -16,11 +16,11 @@ ENGINE_NAME = f"_engine{EXTENSION_SUFFIXES[0]}"
 
 def copy_sources(root: Path, checkout: bool = True) -> Path:
     """The package's Python files under root/pyfastdec, without the compiled engine, in a
-    folder that looks like a checkout (a setup.py next to it) when `checkout`."""
+    folder that looks like a checkout (a CMakeLists.txt next to it) when `checkout`."""
     shutil.copytree(SOURCE, root / "pyfastdec",
                     ignore=shutil.ignore_patterns("_engine*", "models", "__pycache__"))
     if checkout:
-        shutil.copyfile(ROOT / "setup.py", root / "setup.py")
+        shutil.copyfile(ROOT / "CMakeLists.txt", root / "CMakeLists.txt")
     return root / "pyfastdec"
 
 
@@ -44,7 +44,7 @@ def test_source_checkout_without_engine_says_how_to_build_in_place(tmp_path):
                            f"this folder; you are importing the source folder of the checkout {tmp_path}")
     assert "partially initialized" not in line
     assert line.endswith("run from outside the repository to use the installed package, or build in place "
-                         "to use this one: `pip install -e .` or `python setup.py build_ext --inplace`")
+                         "to use this one: `pip install -e .` or `python tools/build_inplace.py`")
 
 
 def test_names_the_installed_package_the_source_folder_hides(tmp_path):
