@@ -751,6 +751,18 @@ def _results_in_one_process(spec: ModelSpec, source: InputLines, options: Decode
         yield block, translate_block(translator, block, options)
 
 
+def _next_result(results):
+    """The next of imap's results, waiting in short slices: a signal that the kernel hands
+    to another thread of this process (one started before SIGTERM was caught, e.g. a BLAS
+    thread) only flags Python's handler, which the main thread runs when it next executes
+    bytecode; a wait with no timeout never returns to it, and `timeout` hung forever."""
+    while True:
+        try:
+            return results.next(timeout=0.2)
+        except multiprocessing.TimeoutError:
+            continue
+
+
 def _results_in_workers(spec: ModelSpec, source: InputLines, options: DecodeOptions, workers: int):
     lines = source.all()
     if not lines:
@@ -761,8 +773,9 @@ def _results_in_workers(spec: ModelSpec, source: InputLines, options: DecodeOpti
     jobs = [(lines[s:s + shard], options) for s in range(0, len(lines), shard)]
     pool = _start_workers(spec, min(workers, len(jobs)))
     try:
-        for (block, _), result in zip(jobs, pool.imap(_worker_translate, jobs)):
-            yield block, result
+        results = pool.imap(_worker_translate, jobs)
+        for block, _ in jobs:
+            yield block, _next_result(results)
         pool.close()
     finally:
         pool.terminate()

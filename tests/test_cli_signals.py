@@ -59,9 +59,16 @@ def start_on_a_small_pipe(args: list[str], src: Path, group: bool) -> tuple[subp
     return proc, read
 
 
-def read_all(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 1 << 16):
+def read_all(fd: int, seconds: float = 60) -> bytes:
+    """Everything up to the writer's end, or a failure after `seconds`: a command that
+    hangs after SIGTERM fails the test instead of hanging the run."""
+    chunks, deadline = [], time.monotonic() + seconds
+    while True:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"no end of output {seconds} s after SIGTERM: the command hangs"
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
         chunks.append(chunk)
     os.close(fd)
     return b"".join(chunks)
