@@ -33,6 +33,9 @@ try:
         import argparse
         import math
         import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures import TimeoutError as FutureTimeout
+        from concurrent.futures.process import BrokenProcessPool
         import os
         import time
         import warnings
@@ -714,24 +717,46 @@ def _worker_init(spec: ModelSpec) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     if hasattr(signal, "pthread_sigmask"):
         # Started with Ctrl-C and SIGTERM blocked (_start_workers): Ctrl-C is now ignored,
-        # and SIGTERM (the parent's pool.terminate, or `timeout` to the process group) ends
-        # the worker silently, as its default action does.
+        # and SIGTERM (`timeout` to the process group, or _stop_workers) ends the worker
+        # silently, as its default action does.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     _worker_spec = spec
 
 
-def _start_workers(spec: ModelSpec, processes: int):
-    """A pool of worker processes that never see Ctrl-C. A terminal sends it to every
-    process of the group, and a worker still starting up (importing, before
-    _worker_init) would print a traceback: they start with SIGINT (and SIGTERM)
-    blocked, a mask that fork and exec pass on, and unblock it once they ignore it."""
+def _start_workers(spec: ModelSpec, jobs: list, processes: int):
+    """Worker processes (a ProcessPoolExecutor) and the futures of `jobs`, in order.
+    The workers never see Ctrl-C: a terminal sends it to every process of the group, and a
+    worker still starting up (importing, before _worker_init) would print a traceback; they
+    start with SIGINT (and SIGTERM) blocked, a mask that fork and exec pass on, and unblock
+    it once they ignore it. The executor starts its processes as jobs are submitted, so the
+    submitting is what runs under the mask.
+
+    Not multiprocessing.Pool: a worker that SIGTERM ends (`timeout` signals the whole
+    process group) can die holding one of the pool's queue locks, and Pool.terminate()
+    then waits on that lock forever (seen: the parent hung in _terminate_pool). The
+    executor notices a dead worker by its process sentinel and never waits on its locks."""
     if hasattr(signal, "pthread_sigmask"):
         # The pool starts multiprocessing's resource tracker, which unblocks SIGINT when it
         # is up: started first, it leaves the mask below alone.
         from multiprocessing import resource_tracker
         resource_tracker.ensure_running()
     with sigint_deferred():
-        return multiprocessing.get_context("spawn").Pool(processes, initializer=_worker_init, initargs=(spec,))
+        executor = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=_worker_init, initargs=(spec,))
+        return executor, [executor.submit(_worker_translate, job) for job in jobs]
+
+
+def _stop_workers(executor: ProcessPoolExecutor) -> None:
+    """End the workers now, whatever they are doing (an interrupt, an error)."""
+    kill = getattr(executor, "kill_workers", None)  # Python 3.14
+    if kill is not None:
+        kill()
+        return
+    for process in list(getattr(executor, "_processes", None) or {}):  # 3.10-3.13: no public way
+        try:
+            executor._processes[process].kill()
+        except (KeyError, AttributeError, OSError):
+            pass
 
 
 def _worker_translate(job: tuple[list[Line], DecodeOptions]):
@@ -751,16 +776,22 @@ def _results_in_one_process(spec: ModelSpec, source: InputLines, options: Decode
         yield block, translate_block(translator, block, options)
 
 
-def _next_result(results):
-    """The next of imap's results, waiting in short slices: a signal that the kernel hands
-    to another thread of this process (one started before SIGTERM was caught, e.g. a BLAS
+def _result(future):
+    """A worker's result, waited for in short slices: a signal that the kernel hands to
+    another thread of this process (one started before SIGTERM was caught, e.g. a BLAS
     thread) only flags Python's handler, which the main thread runs when it next executes
     bytecode; a wait with no timeout never returns to it, and `timeout` hung forever."""
     while True:
         try:
-            return results.next(timeout=0.2)
-        except multiprocessing.TimeoutError:
+            return future.result(timeout=0.2)
+        except FutureTimeout:
             continue
+        except BrokenProcessPool:
+            # A worker ended abruptly. When a SIGTERM or Ctrl-C to the process group ended it,
+            # this process has the same signal pending: let its handler run first.
+            time.sleep(0.2)
+            raise CliError("a worker process ended abruptly (killed, or out of memory); no output after the "
+                           "lines already written") from None
 
 
 def _results_in_workers(spec: ModelSpec, source: InputLines, options: DecodeOptions, workers: int):
@@ -771,15 +802,16 @@ def _results_in_workers(spec: ModelSpec, source: InputLines, options: DecodeOpti
     # does not hold the others' results back for long.
     shard = max(1, min(math.ceil(len(lines) / workers), options.batch_size * 8))
     jobs = [(lines[s:s + shard], options) for s in range(0, len(lines), shard)]
-    pool = _start_workers(spec, min(workers, len(jobs)))
+    executor, futures = _start_workers(spec, jobs, min(workers, len(jobs)))
+    finished = False
     try:
-        results = pool.imap(_worker_translate, jobs)
-        for block, _ in jobs:
-            yield block, _next_result(results)
-        pool.close()
+        for (block, _), future in zip(jobs, futures):
+            yield block, _result(future)
+        finished = True
     finally:
-        pool.terminate()
-        pool.join()
+        if not finished:
+            _stop_workers(executor)
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
 def run_translate(args) -> int:

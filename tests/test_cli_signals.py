@@ -65,7 +65,7 @@ def read_all(fd: int, seconds: float = 60) -> bytes:
     chunks, deadline = [], time.monotonic() + seconds
     while True:
         ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        assert ready, f"no end of output {seconds} s after SIGTERM: the command hangs"
+        assert ready, f"no end of output within {seconds} s of the signal: the command hangs"
         chunk = os.read(fd, 1 << 16)
         if not chunk:
             break
@@ -151,3 +151,24 @@ def test_ctrl_c_from_the_packages_first_line_on_is_one_line(tmp_path, target):
                           capture_output=True, cwd=NEUTRAL_CWD, env=child_env(), timeout=120)
     assert done.stderr.decode() == "fastdec: interrupted\n" and done.returncode == cli.EXIT_INTERRUPTED
     assert done.stdout == b""
+
+
+def test_a_worker_killed_alone_ends_the_command_in_one_line(text):
+    """A worker that dies on its own (the OOM killer, `kill -9`) breaks the executor: the
+    command stops with one line and exit 1 after whole lines, instead of waiting forever
+    for that worker's shard (multiprocessing.Pool respawned the worker and waited)."""
+    src, expected = text
+    proc, read = start_on_a_small_pipe(["--workers", "2", "--batch-size", "8"], src, group=True)
+    try:
+        select.select([read], [], [], 60)
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        workers = [pid for pid in children if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()]
+        assert workers
+        os.kill(int(workers[0]), signal.SIGKILL)
+        out = read_all(read)
+        err = proc.stderr.read().decode()
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == cli.EXIT_ERROR and err.count("\n") == 1 and "worker process ended abruptly" in err, err
+    assert out.endswith(b"\n") and expected.startswith(out)
