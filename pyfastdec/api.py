@@ -45,7 +45,8 @@ from pyfastdec.model_dir import ModelDir, ModelDirError, check_shared_encoder, e
 from pyfastdec.repetition_guard import LoopCheck
 from pyfastdec.runtime import check_threads, default_threads
 from pyfastdec.size_limits import MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK, MAX_N_BEST, check_size
-from pyfastdec.text import Tokenizer, clean_text, cut_ids, load_tokenizer, sentences_with_ids
+from pyfastdec.text import (WORD_START, Tokenizer, clean_text, cut_ids, drop_invisible, load_tokenizer,
+                            sentences_with_ids)
 from pyfastdec.token_input import TEXT, as_kind, input_kind, token_ids
 
 ALGOS = ("greedy", "beam", "iad", "gad", "gad++", "blockwise", "bild", "bild-lossy")
@@ -668,7 +669,8 @@ class Translator:
             sources: list[SourcePieces | None] = []  # per chunk
             if kind == TEXT:
                 _check_text(i + offset, item)
-                found = sentences_with_ids(clean_text(item), self.tokenizer, self.max_source_len - 1)
+                found = sentences_with_ids(self._source_text(clean_text(item)), self.tokenizer,
+                                           self.max_source_len - 1)
                 sentences = [chunks for _, chunks in found]
                 keeps = [self._kept_as_is(sentence, chunks) for sentence, chunks in found]
                 sources = [source for (sentence, chunks), keep in zip(found, keeps)
@@ -699,6 +701,19 @@ class Translator:
     def _kept_as_is(self, sentence: str, chunks: list[list[int]]) -> str | None:
         """The text to return for a sentence instead of decoding it (Corrector), or None."""
         return None
+
+    def _source_text(self, text: str) -> str:
+        """The text a translation reads: without the invisible characters its tokenizer has
+        no piece for (text.drop_invisible), so they neither show up as invented words nor
+        change the translation of the visible text."""
+        return drop_invisible(text, self._has_piece)
+
+    def _has_piece(self, char: str) -> bool:
+        cache = self.__dict__.setdefault("_pieces_of_invisible", {})
+        if char not in cache:
+            unk = self.verifier.tokens["unk"]
+            cache[char] = any(i != unk and self.tokenizer.piece(i) != WORD_START for i in self.tokenizer.encode(char))
+        return cache[char]
 
     def _copy_sources(self, sentence: str, chunks: list[list[int]], keep: str | None) -> list[SourcePieces | None]:
         """Per chunk of a sentence, the source whose original text its output copies
@@ -903,6 +918,11 @@ class Corrector(Translator):
     unknown characters of all 22 sentences that have any)."""
 
     _role = "correct"
+
+    def _source_text(self, text: str) -> str:
+        # Kept: a sentence the model cannot read comes back as it was written (_kept_as_is),
+        # invisible characters included, which a correction must not drop.
+        return text
 
     def _kept_as_is(self, sentence: str, chunks: list[list[int]]) -> str | None:
         unk = self.verifier.tokens["unk"]

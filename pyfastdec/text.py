@@ -238,6 +238,26 @@ def sentence_units(text: str, tokenizer: Tokenizer, max_ids: int) -> list[list[l
     return [chunks for _, chunks in sentences_with_ids(text, tokenizer, max_ids)]
 
 
+INVISIBLE = frozenset(("Cf", "Co", "Cn"))  # format, private use, unassigned/noncharacters
+# Invisible, but word separators in the scripts that use them (Thai, Khmer; Persian's
+# half-space), as sentencepiece's normalisation also reads them: left to the tokenizer.
+WORD_SEPARATORS = frozenset("\u200b\u200c")
+
+
+def drop_invisible(text: str, has_piece) -> str:
+    """`text` without its invisible characters (Unicode categories Cf, Co, Cn: ZWJ, soft
+    hyphens, word joiners, bidi marks, BOM, private use, U+FFFE/FFFF) other than word
+    separators, unless `has_piece(char)`: the tokenizer has a piece of its own for it (a
+    vocabulary with ZWJ in emoji or Indic conjuncts). A reader does not see them, and
+    sentencepiece reads them as <unk> (which the model renders as invented words: "Ein
+    Hund rennt mit einem schleudert." for "A dog runs." + ZWJ) or, for LRM, RLM and BOM,
+    as a space that splits the word they sit in."""
+    if text.isascii():
+        return text
+    return "".join(c for c in text
+                   if unicodedata.category(c) not in INVISIBLE or c in WORD_SEPARATORS or has_piece(c))
+
+
 def visible(text: str) -> bool:
     """Whether `text` shows anything: a letter, digit, punctuation mark or symbol. Text of
     only format characters (ZWJ, ZWNJ, U+2060-2064, soft hyphens, bidi marks, BOM), private

@@ -221,6 +221,27 @@ def test_invisible_lines_are_empty_without_running_the_model(en_de, model):
     assert run([line + " \u200d\u0301\ufeff "]) == run([line])
 
 
+def test_invisible_characters_inside_text_do_not_change_a_translation(en_de, flickr):
+    """Invisible characters the tokenizer reads as <unk> (ZWJ, soft hyphen, word joiner,
+    bidi controls, private use) or as a space inside a word (LRM, BOM), inside or after
+    real sentences: the translation is the visible text's own (they used to add invented
+    words: "Ein Hund rennt mit einem schleudert." for "A dog runs." + ZWSP + ZWJ). ZWSP
+    and ZWNJ, word separators in the scripts that use them, are left to sentencepiece."""
+    sentences, ref = flickr
+    rng = random.Random(5)
+    marks = ["\u200d", "\u00ad", "\u2060", "\u202e", "\u200e", "\ufeff", "\ue000", "\ufffe"]
+    for s in sentences[:24]:
+        chars = list(s)
+        for _ in range(3):
+            chars.insert(rng.randrange(len(chars) + 1), rng.choice(marks))
+        assert en_de.translate(["".join(chars)], algo="greedy") == [ref[s]], "".join(chars)
+    words = sentences[0].split()  # a word separator stays one: "A\u200bman" is "A man"
+    assert en_de.translate(["\u200b".join(words)], algo="greedy") == [ref[sentences[0]]]
+    corrector = Corrector(threads=1)  # a correction keeps what it cannot read as written
+    line = "Собака\u200d біжить."
+    assert corrector.correct([line]) == [line]
+
+
 # ----------------------------------------------------------------------------- correction
 @pytest.fixture(scope="module")
 def uagec_paragraphs():
