@@ -369,7 +369,7 @@ def convert_marian(hf_dir: str | os.PathLike, out_dir: str | os.PathLike, quanti
         float_dir = final if quantize != "int8" else scratch  # int8: the float model is only a step
         model_dir = write_float_dir(float_dir, config, tensors, hf_dir)
         if quantize == "int8":
-            quantize_dir(float_dir, final, None if calibrate is None else Path(calibrate))
+            quantize_dir(model_dir, final, None if calibrate is None else Path(calibrate))
         if shortlist is not None:
             write_shortlist(model_dir, Path(shortlist[0]), Path(shortlist[1]), final)
         ModelDir.load(final)  # what is renamed into place loads

@@ -29,10 +29,9 @@ from pyfastdec.int8_rows import quantize_rows
 from pyfastdec.staging import check_output, staged_dir
 from pyfastdec.model_dir import (CONFIG_FILE, EMBED_SCALE, QUANT_ACTIVATIONS, QUANT_DYNAMIC_ACTIVATIONS,
                                  QUANT_EMBEDDING, QUANT_WEIGHT_SCALE, QUANT_WEIGHTS, TOKENIZER_FILES,
-                                 WEIGHTS_FILE, ModelDir, checksum_keys, config_digest, file_digest,
+                                 SHORTLIST_FILE, WEIGHTS_FILE, ModelDir, checksum_keys, config_digest, file_digest,
                                  quantized_linears)
 
-SHORTLIST_FILE = "shortlist.bin"
 MAX_CALIBRATION_SENTENCES = 2000
 ACT_STAT = "127 / (mean + 1.1 * std) of the per-batch max|A| of the linear's input"
 
@@ -77,6 +76,9 @@ def write_int8_dir(float_model: ModelDir, out: Path, scales: Optional[dict[str, 
     checksum = {"config": config_digest(config)}
     for key in checksum_keys(cfg.tokenizer)[1:]:
         checksum[key] = file_digest((out / key).read_bytes())
+    if (float_model.path / SHORTLIST_FILE).is_file():  # the model's own: listed, or it is refused
+        shutil.copyfile(float_model.path / SHORTLIST_FILE, out / SHORTLIST_FILE)
+        checksum[SHORTLIST_FILE] = file_digest((out / SHORTLIST_FILE).read_bytes())
     config["checksum"] = checksum
     (out / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     return ModelDir.load(out)
@@ -91,13 +93,12 @@ def read_text_lines(path: Path) -> list[str]:
         raise ValueError(f"{path}: (file): not valid UTF-8 at byte {err.start}") from None
 
 
-def quantize_dir(float_dir: Path, out: Path, calibration_file: Optional[Path],
+def quantize_dir(model_dir: ModelDir, out: Path, calibration_file: Optional[Path],
                  max_sentences: int = MAX_CALIBRATION_SENTENCES) -> None:
     """An int8 directory in `out` from the float one: with `calibration_file`, static
     activation multipliers calibrated on its sentences (pyfastdec/activation_calibration.py;
     the decoder is teacher-forced on the float model's own greedy outputs, what it reads at
     inference); without, dynamic per-row activations (write_int8_dir)."""
-    model_dir = ModelDir.load(float_dir)
     if calibration_file is None:
         write_int8_dir(model_dir, out)
         return
@@ -123,15 +124,10 @@ def to_int8(model_dir: str | os.PathLike, out_dir: str | os.PathLike, calibrate:
             force: bool = False) -> Path:
     """`fastdec convert int8`: the int8 form of a float32 model directory in OUT_DIR
     (staged, never over MODEL_DIR), dynamic activations unless `calibrate` names source
-    sentences for static ones. A shortlist.bin is copied along. Returns OUT_DIR."""
+    sentences for static ones. A shortlist.bin is copied along (write_int8_dir). Returns OUT_DIR."""
     out, source = Path(out_dir), Path(model_dir)
     check_output(out, source, *([Path(calibrate)] if calibrate is not None else []), force=force)
     model = ModelDir.load(source)
-    if model.config.quantization is not None:
-        raise ValueError(f"{source}: already int8 (config.json quantization is set)")
     with staged_dir(out) as tmp:
-        quantize_dir(source, tmp, None if calibrate is None else Path(calibrate))
-        if (source / SHORTLIST_FILE).is_file():
-            shutil.copyfile(source / SHORTLIST_FILE, tmp / SHORTLIST_FILE)
-        ModelDir.load(tmp)
+        quantize_dir(model, tmp, None if calibrate is None else Path(calibrate))  # loads what it wrote
     return out

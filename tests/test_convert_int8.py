@@ -144,3 +144,21 @@ def test_int8_and_shortlist_need_neither_torch_nor_export(tiny, tmp_path):
         assert done.returncode == 0, done.stderr
         md = ModelDir.load(out)
         assert md.config.quantization is not None and (out / "shortlist.bin").is_file()
+
+
+def test_convert_int8_keeps_a_float_directorys_shortlist_loadable(tiny, tmp_path):
+    """`fastdec convert int8` of a float directory with its own shortlist: the copy is
+    listed in the int8 directory's checksum, so the engine runs it with that shortlist
+    (an unlisted one is refused as another model's) and decodes as it does with the
+    same shortlist under another name."""
+    src, tgt = tmp_path / "p.en", tmp_path / "p.de"
+    src.write_text("\n".join(read_lines("val.en.gz", 200)) + "\n", encoding="utf-8")
+    tgt.write_text("\n".join(read_lines("val.de.gz", 200)) + "\n", encoding="utf-8")
+    float_dir, int8_dir = tmp_path / "f32", tmp_path / "i8"
+    assert convert_main(["marian", str(tiny[0]), str(float_dir), "--shortlist", str(src), str(tgt)]) == 0
+    assert convert_main(["int8", str(float_dir), str(int8_dir)]) == 0
+    assert (int8_dir / "shortlist.bin").read_bytes() == (float_dir / "shortlist.bin").read_bytes()
+    _, sources = our_sources(int8_dir, read_lines("test_2016_flickr.en.gz", 8))
+    own = greedy(NativeBackend(int8_dir, threads=1), sources)[0]
+    given = greedy(NativeBackend(int8_dir, threads=1, shortlist=str(float_dir / "shortlist.bin")), sources)[0]
+    assert own == given
