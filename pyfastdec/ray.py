@@ -125,11 +125,12 @@ def _map(ds: "ray.data.Dataset", spec: ModelSpec, options: DecodeOptions, column
     if lines_per_call is None:
         lines_per_call = options.batch_size * 8  # the CLI's block of lines for --workers
     model_files = drafter_files = None
-    if ship_model and shipped is None:
-        # Checked here, where the error is one line before anything starts.
-        model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type)
-        shipped = (ModelFiles.read(model_dir.path), None if drafter_dir is None else ModelFiles.read(drafter_dir.path))
     if ship_model:
+        if shipped is None:
+            # Checked here, where the error is one line before anything starts.
+            model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type)
+            shipped = (ModelFiles.read(model_dir.path),
+                       None if drafter_dir is None else ModelFiles.read(drafter_dir.path))
         model_files = _ship(shipped[0])
         drafter_files = None if shipped[1] is None else _ship(shipped[1])
     pool = (ray.data.ActorPoolStrategy(size=workers) if workers is not None

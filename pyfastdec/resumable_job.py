@@ -120,15 +120,16 @@ def _what_differs(old: object, new: dict, shards: list[Shard], model: ModelFiles
     old_model, new_model = old.get("model") or {}, new["model"]
     for key, files in (("model", model), ("drafter", drafter)):
         if isinstance(old_model, dict) and old_model.get(key) != new_model[key]:
-            where = files.path if files else "(none)"
-            return f"another {key}: the content of {where} differs from what the committed parts were decoded with"
+            if files is None:
+                return f"another {key}: none now, where the committed parts were decoded with one"
+            return f"another {key}: the content of {files.path} differs from what the committed parts were decoded with"
     return "other options" if old.get("part_lines") == new["part_lines"] else "another part size"
 
 
 class WorkDir:
     """What is committed: parts (`S.P.out`) and finished shards (`S.done`)."""
 
-    def __init__(self, path: Path, manifest: dict, explain: Callable[[object], str] = lambda old: "other settings"):
+    def __init__(self, path: Path, manifest: dict, explain: Callable[[object], str]):
         self.path = path
         file = path / MANIFEST
         if path.is_dir() and file.is_file():
@@ -174,9 +175,8 @@ def run(args, spec: ModelSpec, options: DecodeOptions, model_path: Path, drafter
     # Read once: the digest in the manifest is of the very bytes the executor decodes with.
     model = ModelFiles.read(model_path)
     drafter = ModelFiles.read(drafter_path) if drafter_path is not None else None
-    work = WorkDir(work_path, manifest(shards, spec, options, model, drafter),
-                   lambda old: _what_differs(old, manifest(shards, spec, options, model, drafter), shards, model,
-                                             drafter))
+    new = manifest(shards, spec, options, model, drafter)
+    work = WorkDir(work_path, new, lambda old: _what_differs(old, new, shards, model, drafter))
     total = sum(len(s.lines) for s in shards)
     # pending[(shard, part)] = output slots, None until the line comes back
     pending: dict[tuple[int, int], list[Optional[str]]] = {}
