@@ -51,7 +51,7 @@ class LogitRules:
 
     def apply_in_place(self, x: np.ndarray, seq: Sequence[int], eos: int) -> None:
         if self.repetition_penalty != 1.0 and len(seq):
-            seen = np.unique(np.asarray(seq, dtype=np.int64))
+            seen = np.asarray(seq, dtype=np.int64)  # a repeated id gets the same value written again
             v = x[seen]
             x[seen] = np.where(v < 0, v * np.float32(self.repetition_penalty), v / np.float32(self.repetition_penalty))
         n = self.no_repeat_ngram_size
@@ -135,11 +135,15 @@ class RuledBackend:
         rows, n = tokens.shape
         eos = self.tokens["eos"]
         for r in range(rows):
+            # The row's list grows in place (start and select give each state its own lists):
+            # position j has seen fed[:j + 1 - skip], so it is extended up to that before j.
+            seq = state.seqs[r]
             fed = tokens[r, 1:].tolist() if state.fresh[r] else tokens[r].tolist()
-            skip = 1 if state.fresh[r] else 0  # position j has seen fed[:j + 1 - skip]
+            skip = 1 if state.fresh[r] else 0
             for j in range(n):
-                self.rules.apply_in_place(x[r, j], state.seqs[r] + fed[:j + 1 - skip], eos)
-            state.seqs[r] = state.seqs[r] + fed
+                seq.extend(fed[max(j - skip, 0):j + 1 - skip])
+                self.rules.apply_in_place(x[r, j], seq, eos)
+            seq.extend(fed[max(n - skip, 0):])
         state.fresh[:] = False
         # Only the columns some row can reach (the union of the shortlists) are worked on.
         cols = np.union1d(np.flatnonzero(np.isfinite(x).any(axis=(0, 1))), [eos])

@@ -44,7 +44,8 @@ def draw(rng: np.random.Generator, ids: np.ndarray, logp: np.ndarray, temperatur
     p = np.where(finite, np.exp(scaled - scaled[finite].max()), 0.0)
     p /= p.sum()
     if topp < 1.0:
-        order = np.argsort(-p, kind="stable")
+        reachable = np.flatnonzero(p)  # zeros (outside the shortlist) would sort last and stay 0
+        order = reachable[np.argsort(-p[reachable], kind="stable")]
         before = np.cumsum(p[order]) - p[order]  # mass of the tokens ranked above each one
         p[order[before >= topp]] = 0.0
         p /= p.sum()
