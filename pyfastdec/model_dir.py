@@ -908,10 +908,14 @@ class ModelDir:
             raise ModelDirError(f"{path}: (directory): {what} "
                                 f"(expected a model directory with {CONFIG_FILE}, {WEIGHTS_FILE}, {SPM_FILE})")
         config_path = path / CONFIG_FILE
-        foreign = convert_first(path)  # a Hugging Face, CTranslate2 or Marian folder: which command converts it
-        if foreign is not None:
-            raise ModelDirError(foreign)
-        config = read_config(config_path)
+        try:
+            config = read_config(config_path)
+        except ModelDirError as err:
+            # A Hugging Face, CTranslate2 or Marian folder fails here: say which command converts it.
+            foreign = convert_first(path)
+            if foreign is None:
+                raise
+            raise ModelDirError(foreign) from err
 
         weights_path = path / WEIGHTS_FILE
         _require_file(weights_path, f"the weights of {config_path}")
