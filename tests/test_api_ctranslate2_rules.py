@@ -191,7 +191,7 @@ def test_score_batch_gives_ctranslate2s_log_probs(engines):
 def nucleus(model, src: list[int], topk: int, temperature: float, topp: float) -> np.ndarray:
     """The first token's top-k, tempered, top-p distribution [V], from the torch logits."""
     logits = model(torch.tensor([src + [EOS]]), torch.tensor([[2]]))[0, -1].double().numpy()
-    order = np.argsort(-logits, kind="stable")[:topk]
+    order = np.argsort(-logits, kind="stable")[:topk or None]  # topk 0: all
     p = np.zeros_like(logits)
     q = np.exp((logits[order] - logits[order].max()) / temperature)
     q /= q.sum()
@@ -200,16 +200,17 @@ def nucleus(model, src: list[int], topk: int, temperature: float, topp: float) -
     return p
 
 
-def test_sampling_topp_draws_from_ctranslate2s_nucleus(engines):
+@pytest.mark.parametrize("topk", [20, 0])  # 0: the whole vocabulary, in id order, not ranked
+def test_sampling_topp_draws_from_ctranslate2s_nucleus(engines, topk):
     ours, ct2, model, pieces = engines
     src = random_sources(1, seed=7)[0][:-1]
-    want = nucleus(model, src, topk=20, temperature=3.0, topp=0.6)
-    assert 2 <= np.count_nonzero(want) < 20  # a nucleus smaller than the top-k
+    want = nucleus(model, src, topk=topk, temperature=3.0, topp=0.6)
+    assert 2 <= np.count_nonzero(want) < (topk or len(want))  # a nucleus smaller than the top-k
     n = 3000
-    got = ours.translate([src] * n, sampling_topk=20, sampling_temperature=3.0, sampling_topp=0.6,
+    got = ours.translate([src] * n, sampling_topk=topk, sampling_temperature=3.0, sampling_topp=0.6,
                          sampling_seed=11, max_decoding_length=1, batch_size=1000)
     ctranslate2.set_random_seed(11)
-    theirs = ct2.translate_batch([as_pieces(pieces, src)] * n, beam_size=1, sampling_topk=20,
+    theirs = ct2.translate_batch([as_pieces(pieces, src)] * n, beam_size=1, sampling_topk=topk,
                                  sampling_temperature=3.0, sampling_topp=0.6, max_decoding_length=1,
                                  min_decoding_length=0)
     for first in ([o[0] if o else EOS for o in got],
