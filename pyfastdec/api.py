@@ -153,19 +153,21 @@ def check_drafter(verifier: ModelDir, drafter: ModelDir) -> None:
                                 f"({verifier.spm_path}); a drafter must share the verifier's vocabulary")
 
 
-def load_checked(model: str | os.PathLike | None, drafter: str | os.PathLike | None, role: str,
-                 compute_type: str) -> tuple[ModelDir, Optional[ModelDir]]:
+def load_checked(model: str | os.PathLike | ModelDir | None, drafter: str | os.PathLike | ModelDir | None,
+                 role: str, compute_type: str) -> tuple[ModelDir, Optional[ModelDir]]:
     """Validate the model (and drafter) directories without building engines: what the
     CLI checks once before starting worker processes, and what Translator builds on.
-    With model=None the packaged default drafter is used too, when it is installed."""
-    model_dir = ModelDir.load(resolve_model(model, role))
+    With model=None the packaged default drafter is used too, when it is installed.
+    A ModelDir (already loaded, so its files already hashed) is checked as it is, not
+    read again: the CLI hands the directories it checked to the Translator it builds."""
+    model_dir = model if isinstance(model, ModelDir) else ModelDir.load(resolve_model(model, role))
     check_compute_type(model_dir, compute_type)
     if drafter is None and model is None and role == "translate":
         default = packaged_model_path(DEFAULT_MODELS["drafter"])
         drafter = default if default.is_dir() else None
     drafter_dir = None
     if drafter is not None:
-        drafter_dir = ModelDir.load(drafter)
+        drafter_dir = drafter if isinstance(drafter, ModelDir) else ModelDir.load(drafter)
         check_compute_type(drafter_dir, compute_type)
     if model_dir.config.arch != "transformer":
         raise ModelDirError(f"{model_dir.path}: arch: {model_dir.config.arch!r} (expected \"transformer\": "
@@ -285,7 +287,8 @@ class ScoredOutput(NamedTuple):
 class Translator:
     """A model (and optional GAD drafter) on the native engine, translating raw text.
 
-    model: a model directory (default: the packaged model; see resolve_model).
+    model: a model directory (default: the packaged model; see resolve_model); model and
+        drafter may also be ModelDirs already loaded (load_checked), not read again.
     drafter: a draft model sharing the model's vocabulary: a "nat-drafter" directory
         (algo "gad" and "gad++"; default: the packaged drafter when model is also the
         default), or a little autoregressive model over the model's encoder (config.json
@@ -304,7 +307,8 @@ class Translator:
     _copy_through: CopyThrough | None = None  # Corrector: writes text its outputs copied as it was
     _loop_check: LoopCheck | None = None  # the repetition guard's, made at its first use
 
-    def __init__(self, model: str | os.PathLike | None = None, drafter: str | os.PathLike | None = None,
+    def __init__(self, model: str | os.PathLike | ModelDir | None = None,
+                 drafter: str | os.PathLike | ModelDir | None = None,
                  threads: int | None = None, compute_type: str = "int8", shortlist: bool = True,
                  draft_policy: DraftLengthPolicy | None = None):
         self.threads = default_threads() if threads is None else check_threads(threads)
@@ -940,7 +944,7 @@ class Corrector(Translator):
             start += len(c)
         return parts
 
-    def __init__(self, model: str | os.PathLike | None = None, threads: int | None = None,
+    def __init__(self, model: str | os.PathLike | ModelDir | None = None, threads: int | None = None,
                  compute_type: str = "int8", shortlist: bool = True):
         super().__init__(model, None, threads, compute_type, shortlist)
         # Copy-through reads source and output with one sentencepiece model; a model with
