@@ -11,9 +11,7 @@ from __future__ import annotations
 import sys
 
 import pyfastdec
-
-PROG = "fastdec"
-EXIT_ERROR, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED = 1, 2, 130, 143  # 128 + SIGINT, SIGTERM
+from pyfastdec.jobs.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_TERMINATED, PROG, CliError, warn
 
 # numpy, sentencepiece and the engine take a few hundred milliseconds to load, before
 # main() runs. Ctrl-C is held back while they load (a KeyboardInterrupt inside a C
@@ -32,27 +30,24 @@ try:
             _held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         import argparse
         import math
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-        from concurrent.futures import TimeoutError as FutureTimeout
-        from concurrent.futures.process import BrokenProcessPool
         import os
         import time
         import warnings
-        from contextlib import contextmanager
-        from dataclasses import dataclass
         from pathlib import Path
-        from typing import BinaryIO, Iterator, Optional
+        from typing import Optional
 
         import numpy as np
 
         from pyfastdec._version import __version__
-        from pyfastdec.api import (ALGOS, DEFAULT_MODELS, Corrector, LongInputWarning, Translator, load_checked,
-                                   merge_stats, packaged_model_path)
+        from pyfastdec.api import ALGOS, DEFAULT_MODELS, load_checked, merge_stats, packaged_model_path
         from pyfastdec.decoding import DecodeStats
         from pyfastdec.decoding.beam import RULES as BEAM_RULES
-        from pyfastdec.nbest import nbest_line
         from pyfastdec.default_strategy import StrategyChoice, default_strategy
+        from pyfastdec.jobs.interrupts import Terminated, raise_terminated
+        from pyfastdec.jobs.lines import InputLines, LineWriter, print_out, stdout_to_devnull
+        from pyfastdec.jobs.options import DecodeOptions, ModelSpec
+        from pyfastdec.jobs.progress import Progress, print_stats
+        from pyfastdec.jobs.workers import results_in_one_process, results_in_workers
         from pyfastdec.model_dir import CONFIG_FILE, ModelDir, ModelDirError, read_config
         from pyfastdec.runtime import check_threads, check_workers, cpu_info, default_threads
         from pyfastdec.size_limits import (ENGINE_MAX_TOPK, MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK,
@@ -68,121 +63,6 @@ BEAM_BOUND = f"beam search takes the top 2 x beam size from an engine limited to
 BATCH_BOUND = "memory grows with every sentence of a batch"
 SHORTLIST_FILE = "shortlist.bin"
 RAY_LOCAL = "local"  # --ray with no address: start a local cluster
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (`timeout`, `kill`, a job scheduler), raised as Ctrl-C is so that it ends the
-    command the same way: between whole output lines, workers stopped, one line on stderr."""
-
-
-def _raise_terminated(signum, frame) -> None:
-    raise Terminated
-
-
-class CliError(Exception):
-    """A problem reported as one line on stderr; `code` is the exit status."""
-
-    def __init__(self, message: str, code: int = EXIT_ERROR):
-        super().__init__(message)
-        self.code = code
-
-
-# ----------------------------------------------------------------------------- options
-@dataclass(frozen=True)
-class ModelSpec:
-    """What a (worker) process needs to build its Translator; picklable."""
-
-    role: str  # "translate" or "correct"
-    model: Optional[str]
-    drafter: Optional[str]
-    threads: Optional[int]
-    compute_type: str
-    shortlist: bool
-
-    def build(self) -> Translator:
-        if self.role == "correct":
-            return Corrector(self.model, self.threads, self.compute_type, self.shortlist)
-        return Translator(self.model, self.drafter, self.threads, self.compute_type, self.shortlist)
-
-
-@dataclass(frozen=True)
-class DecodeOptions:
-    """Keyword arguments of Translator.translate chosen on the command line."""
-
-    algo: str
-    beam_size: int = 1
-    batch_size: int = 32
-    n_best: int = 1
-    block: Optional[int] = None
-    beta: Optional[int] = None
-    tau: Optional[float] = None
-    max_decoding_length: Optional[int] = None
-    length_penalty: float = 1.0
-    sampling_topk: int = 1
-    sampling_temperature: float = 1.0
-    sampling_seed: Optional[int] = None
-    beam_rule: str = "pyfastdec"
-    edit_margin: Optional[float] = None  # None: the model's own (config.json decoding.edit_margin)
-    fallback: Optional[float] = None  # bild: None = the little model's own (config.json decoding)
-    rollback: Optional[float] = None  # bild-lossy: likewise
-    repetition_guard: Optional[bool] = None  # correct: None = on (Translator.translate)
-    sampling_topp: float = 1.0
-    repetition_penalty: float = 1.0
-    no_repeat_ngram_size: int = 0
-    min_decoding_length: int = 0
-
-    def kwargs(self) -> dict:
-        kw = dict(algo=self.algo, beam_size=self.beam_size, batch_size=self.batch_size, n_best=self.n_best,
-                  return_scores=self.n_best > 1, return_stats=True, block=self.block,
-                  max_decoding_length=self.max_decoding_length, length_penalty=self.length_penalty,
-                  sampling_topk=self.sampling_topk, sampling_temperature=self.sampling_temperature,
-                  sampling_seed=self.sampling_seed, beam_rule=self.beam_rule, sampling_topp=self.sampling_topp,
-                  repetition_penalty=self.repetition_penalty, no_repeat_ngram_size=self.no_repeat_ngram_size,
-                  min_decoding_length=self.min_decoding_length)
-        if self.beta is not None:
-            kw["beta"] = self.beta
-        if self.tau is not None:
-            kw["tau"] = self.tau
-        if self.edit_margin is not None:
-            kw["edit_margin"] = self.edit_margin
-        if self.fallback is not None:
-            kw["fallback"] = self.fallback
-        if self.rollback is not None:
-            kw["rollback"] = self.rollback
-        if self.repetition_guard is not None:
-            kw["repetition_guard"] = self.repetition_guard
-        return kw
-
-    def describe(self) -> str:
-        parts = [f"algo {self.algo}", f"batch size {self.batch_size}"]
-        if self.algo == "beam":
-            parts.append(f"beam size {self.beam_size}, n-best {self.n_best}")
-        if self.algo in ("gad", "gad++"):
-            parts.append(f"block {self.block if self.block is not None else 'drafter default'}")
-        if self.algo == "gad++":
-            beta, tau = (1 if self.beta is None else self.beta), (0.0 if self.tau is None else self.tau)
-            parts.append(f"beta {beta}, tau {tau}")
-        if self.sampling_topk != 1:
-            parts.append(f"sampling top-{self.sampling_topk or 'all'}, temperature {self.sampling_temperature}, "
-                         f"seed {self.sampling_seed}")
-        if self.edit_margin is not None:
-            parts.append(f"edit margin {self.edit_margin}")
-        if (self.repetition_penalty, self.no_repeat_ngram_size, self.min_decoding_length) != (1.0, 0, 0):
-            parts.append(f"repetition penalty {self.repetition_penalty}, no repeat n-gram size "
-                         f"{self.no_repeat_ngram_size}, min decoding length {self.min_decoding_length}")
-        if self.repetition_guard is False:
-            parts.append("no repetition guard")
-        if self.algo in ("bild", "bild-lossy"):
-            parts.append(f"fallback {'model default' if self.fallback is None else self.fallback}")
-        if self.algo == "bild-lossy":
-            parts.append(f"rollback {'model default' if self.rollback is None else self.rollback}")
-        if self.max_decoding_length is not None:
-            parts.append(f"max decoding length {self.max_decoding_length}")
-        if self.length_penalty != 1.0:
-            parts.append(f"length penalty {self.length_penalty}")
-        if self.algo == "beam" and self.beam_rule != "pyfastdec":
-            parts.append(f"beam rule {self.beam_rule}")
-        return ", ".join(parts)
 
 
 def positive_int(text: str) -> int:
@@ -461,355 +341,6 @@ def decode_options(args, default: StrategyChoice) -> DecodeOptions:
                          no_repeat_ngram_size=args.no_repeat_ngram_size, min_decoding_length=args.min_decoding_length)
 
 
-# ----------------------------------------------------------------------------- input
-@dataclass
-class Line:
-    number: int  # 1-based
-    text: str
-
-
-def decode_line(raw: bytes, number: int) -> str:
-    if raw.endswith(b"\n"):
-        raw = raw[:-1]
-    if raw.endswith(b"\r"):
-        raw = raw[:-1]
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise CliError(f"line {number}: invalid UTF-8 at byte {err.start + 1} of the line", EXIT_BAD_INPUT) from None
-    return text[1:] if number == 1 and text.startswith("\ufeff") else text  # a byte-order mark is no text
-
-
-def numbered_lines(data: bytes) -> list[Line]:
-    """A whole input's lines, numbered from 1 and checked (decode_line)."""
-    raws = data.split(b"\n")
-    if raws and raws[-1] == b"":
-        raws.pop()  # the newline ending the last line starts no new line
-    return [Line(n, decode_line(raw, n)) for n, raw in enumerate(raws, 1)]
-
-
-class InputLines:
-    """The input as numbered lines. A file is read and checked whole (so it is known to be
-    valid, and its length is known, before anything is translated); stdin is read as it
-    comes, block by block, or line by line."""
-
-    def __init__(self, path: Optional[str]):
-        self.lines: Optional[list[Line]] = None
-        self.stream: Optional[BinaryIO] = None
-        if path is None or path == "-":
-            self.stream = sys.stdin.buffer
-            return
-        try:
-            data = Path(path).read_bytes()
-        except OSError as err:
-            raise CliError(f"cannot read input {path}: {err.strerror or err}") from None
-        self.lines = numbered_lines(data)
-
-    @property
-    def total(self) -> Optional[int]:
-        return None if self.lines is None else len(self.lines)
-
-    def interactive(self) -> bool:
-        return self.stream is not None and self.stream.isatty()
-
-    def all(self) -> list[Line]:
-        return [line for block in self.blocks(1 << 30) for line in block]
-
-    def blocks(self, size: int) -> Iterator[list[Line]]:
-        if self.lines is not None:
-            for start in range(0, len(self.lines), size):
-                yield self.lines[start:start + size]
-            return
-        block: list[Line] = []
-        number = 0
-        while True:
-            raw = self.stream.readline()
-            if not raw:
-                break
-            number += 1
-            try:
-                block.append(Line(number, decode_line(raw, number)))
-            except CliError:
-                if block:  # the lines before the bad one are translated and written first
-                    yield block
-                raise
-            if len(block) >= size:
-                yield block
-                block = []
-        if block:
-            yield block
-
-
-# ----------------------------------------------------------------------------- output
-@contextmanager
-def sigint_deferred() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM back while a block of lines is written (or workers start),
-    so an interrupt lands between whole lines (it is delivered as soon as the block is
-    out). Also while a write to a pipe waits for a slow reader: whole lines are what
-    --help promises, and SIGKILL still stops the process at once."""
-    mask = getattr(signal, "pthread_sigmask", None)
-    if mask is None or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = mask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield
-    finally:
-        mask(signal.SIG_SETMASK, old)
-
-
-def write_failed(name: str, err: OSError, stdout: bool) -> CliError:
-    """The one-line error for output that cannot be written (a full disk, an I/O error).
-    Callers let BrokenPipeError pass: a closed pipe is no error, main exits quietly."""
-    if stdout:
-        _stdout_to_devnull()  # what is still buffered must not fail again at exit
-    return CliError(f"cannot write output {name}: {err.strerror or err}")
-
-
-class LineWriter:
-    """Writes whole lines as UTF-8 bytes and flushes after each block."""
-
-    def __init__(self, path: Optional[str]):
-        self.path = path
-        self.failed = False
-        if path is None or path == "-":
-            self.stream = sys.stdout.buffer
-            self.owned, self.name = False, "stdout"
-        else:
-            try:
-                self.stream = open(path, "wb")
-            except OSError as err:
-                raise CliError(f"cannot write output {path}: {err.strerror or err}") from None
-            self.owned, self.name = True, path
-
-    def write(self, lines: list[str]) -> None:
-        data = "".join(lines).encode("utf-8")
-        with sigint_deferred():
-            try:
-                self.stream.write(data)
-                self.stream.flush()
-            except BrokenPipeError:
-                raise
-            except OSError as err:
-                self.failed = True
-                raise write_failed(self.name, err, not self.owned) from None
-
-    def close(self) -> None:
-        if not self.owned:
-            return
-        try:
-            self.stream.close()
-        except BrokenPipeError:
-            raise
-        except OSError as err:
-            if not self.failed:  # else the failed write was reported, and close retried its bytes
-                raise write_failed(self.name, err, False) from None
-
-
-def print_out(text: str) -> None:
-    """A report line of info or bench on stdout."""
-    try:
-        print(text, flush=True)
-    except BrokenPipeError:
-        raise
-    except OSError as err:
-        raise write_failed("stdout", err, True) from None
-
-
-class Progress:
-    """`\\r1234/5000 lines 45.1 lines/s` on stderr, at most ten times a second."""
-
-    def __init__(self, total: Optional[int], enabled: bool):
-        self.total, self.enabled = total, enabled and total is not None
-        self.done, self.start, self.shown = 0, time.perf_counter(), 0.0
-        self.width = 0
-
-    def update(self, n: int) -> None:
-        self.done += n
-        now = time.perf_counter()
-        if self.enabled and (now - self.shown >= 0.1 or self.done == self.total):
-            self.shown = now
-            rate = self.done / max(now - self.start, 1e-9)
-            text = f"\r{self.done}/{self.total} lines {rate:.1f} lines/s"
-            self.width = max(self.width, len(text))
-            sys.stderr.write(text)
-            sys.stderr.flush()
-
-    def clear(self) -> None:
-        if self.enabled and self.width:
-            sys.stderr.write("\r" + " " * self.width + "\r")
-
-    def finish(self) -> None:
-        if self.enabled and self.width:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-
-
-# ----------------------------------------------------------------------------- translating
-def _one_line(text: str) -> str:
-    return text.replace("\r", " ").replace("\n", " ")
-
-
-def decode_rows(translator: Translator, lines: list[Line], options: DecodeOptions
-                ) -> tuple[list[list[str]], DecodeStats, list[tuple[Optional[int], str]]]:
-    """The output lines (with their newlines) of each input line of a block, the block's
-    statistics, and its warnings: (index in the block, or None, message), a line with a
-    sentence that had to be cut named by its line number."""
-    texts = [line.text for line in lines]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", LongInputWarning)
-        if options.n_best > 1:
-            kw = {k: v for k, v in options.kwargs().items() if k != "return_scores"}
-            outputs, stats = translator.translate_scored(texts, **kw)
-        else:
-            outputs, stats = translator.translate(texts, **options.kwargs())
-    notes = []
-    for w in caught:
-        if isinstance(w.message, LongInputWarning):
-            m = w.message
-            notes.append((m.index, f"line {lines[m.index].number}: a sentence of {m.n_ids} source tokens exceeds "
-                                   f"the model's max_source_len {m.limit}; cut between words into {m.chunks} parts, "
-                                   f"translated separately and joined with a space"))
-        else:
-            notes.append((None, str(w.message)))
-    rows = []
-    for line, result in zip(lines, outputs):
-        if options.n_best > 1:
-            rows.append([nbest_line(line.number - 1, _one_line(h.output), h.logprob, h.score) + "\n"
-                         for h in result])
-        else:
-            rows.append([_one_line(result) + "\n"])
-    return rows, stats, notes
-
-
-def translate_block(translator: Translator, lines: list[Line], options: DecodeOptions
-                    ) -> tuple[list[str], DecodeStats, list[str]]:
-    """decode_rows, flattened: the block's output lines, statistics and warnings."""
-    rows, stats, notes = decode_rows(translator, lines, options)
-    return [text for row in rows for text in row], stats, [note for _, note in notes]
-
-
-def warn(message: str) -> None:
-    print(f"{PROG}: warning: {message}", file=sys.stderr, flush=True)
-
-
-def print_stats(stats: DecodeStats, lines: int, seconds: float) -> None:
-    """Counts input lines (each may hold several sentences, decoded one by one)."""
-    seconds = max(seconds, 1e-9)
-    print(f"{PROG}: {lines} lines in {seconds:.2f} s: {lines / seconds:.1f} lines/s, "
-          f"{stats.generated / seconds:.1f} tokens/s ({stats.generated} output tokens, EOS included); "
-          f"mean accepted tokens per iteration {stats.mean_accepted:.2f} "
-          f"(output tokens per iteration {stats.mean_tokens:.2f}, {stats.iterations} iterations)"
-          + (f"; looping corrections dropped: {stats.loops_reverted} (those sentences, or parts of sentences "
-             f"too long for the model, kept as they were)" if stats.loops_reverted else ""),
-          file=sys.stderr, flush=True)
-
-
-# Worker processes (--workers): each builds its own Translator at its first shard (not in
-# the pool initializer: an initializer that raises makes the pool respawn it forever,
-# while an error in a job reaches the parent).
-_worker_spec: Optional[ModelSpec] = None
-_worker_translator: Optional[Translator] = None
-
-
-def _worker_init(spec: ModelSpec) -> None:
-    global _worker_spec
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
-    if hasattr(signal, "pthread_sigmask"):
-        # Started with Ctrl-C and SIGTERM blocked (_start_workers): Ctrl-C is now ignored,
-        # and SIGTERM (`timeout` to the process group, or _stop_workers) ends the worker
-        # silently, as its default action does.
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-    _worker_spec = spec
-
-
-def _start_workers(spec: ModelSpec, jobs: list, processes: int):
-    """Worker processes (a ProcessPoolExecutor) and the futures of `jobs`, in order.
-    The workers never see Ctrl-C: a terminal sends it to every process of the group, and a
-    worker still starting up (importing, before _worker_init) would print a traceback; they
-    start with SIGINT (and SIGTERM) blocked, a mask that fork and exec pass on, and unblock
-    it once they ignore it. The executor starts its processes as jobs are submitted, so the
-    submitting is what runs under the mask.
-
-    Not multiprocessing.Pool: a worker that SIGTERM ends (`timeout` signals the whole
-    process group) can die holding one of the pool's queue locks, and Pool.terminate()
-    then waits on that lock forever (seen: the parent hung in _terminate_pool). The
-    executor notices a dead worker by its process sentinel and never waits on its locks."""
-    if hasattr(signal, "pthread_sigmask"):
-        # The pool starts multiprocessing's resource tracker, which unblocks SIGINT when it
-        # is up: started first, it leaves the mask below alone.
-        from multiprocessing import resource_tracker
-        resource_tracker.ensure_running()
-    with sigint_deferred():
-        executor = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=_worker_init, initargs=(spec,))
-        return executor, [executor.submit(_worker_translate, job) for job in jobs]
-
-
-def _stop_workers(executor: ProcessPoolExecutor) -> None:
-    """End the workers now, whatever they are doing (an interrupt, an error)."""
-    kill = getattr(executor, "kill_workers", None)  # Python 3.14
-    if kill is not None:
-        kill()
-        return
-    for process in list((getattr(executor, "_processes", None) or {}).values()):  # 3.10-3.13: no public way
-        process.kill()  # a no-op for one that has exited
-
-
-def _worker_translate(job: tuple[list[Line], DecodeOptions]):
-    global _worker_translator
-    if _worker_translator is None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the parent already reported them once
-            _worker_translator = _worker_spec.build()
-    lines, options = job
-    return translate_block(_worker_translator, lines, options)
-
-
-def _results_in_one_process(spec: ModelSpec, source: InputLines, options: DecodeOptions, interactive: bool):
-    translator = spec.build()
-    size = 1 if interactive else (options.batch_size * 8 if source.total is not None else options.batch_size)
-    for block in source.blocks(size):
-        yield block, translate_block(translator, block, options)
-
-
-def _result(future):
-    """A worker's result, waited for in short slices: a signal that the kernel hands to
-    another thread of this process (one started before SIGTERM was caught, e.g. a BLAS
-    thread) only flags Python's handler, which the main thread runs when it next executes
-    bytecode; a wait with no timeout never returns to it, and `timeout` hung forever."""
-    while True:
-        try:
-            return future.result(timeout=0.2)
-        except FutureTimeout:
-            continue
-        except BrokenProcessPool:
-            # A worker ended abruptly. When a SIGTERM or Ctrl-C to the process group ended it,
-            # this process has the same signal pending: let its handler run first.
-            time.sleep(0.2)
-            raise CliError("a worker process ended abruptly (killed, or out of memory); no output after the "
-                           "lines already written") from None
-
-
-def _results_in_workers(spec: ModelSpec, source: InputLines, options: DecodeOptions, workers: int):
-    lines = source.all()
-    if not lines:
-        return
-    # Contiguous shards, several per worker so that the output flows and a slow shard
-    # does not hold the others' results back for long.
-    shard = max(1, min(math.ceil(len(lines) / workers), options.batch_size * 8))
-    jobs = [(lines[s:s + shard], options) for s in range(0, len(lines), shard)]
-    executor, futures = _start_workers(spec, jobs, min(workers, len(jobs)))
-    finished = False
-    try:
-        for (block, _), future in zip(jobs, futures):
-            yield block, _result(future)
-        finished = True
-    finally:
-        if not finished:
-            _stop_workers(executor)
-        executor.shutdown(wait=True, cancel_futures=True)
-
 
 def run_translate(args) -> int:
     if args.ray is not None:
@@ -829,8 +360,8 @@ def run_translate(args) -> int:
     writer = LineWriter(args.output)
     total = DecodeStats()
     start = time.perf_counter()
-    results = (_results_in_workers(spec, source, options, args.workers) if (args.workers or 1) > 1
-               else _results_in_one_process(spec, source, options, interactive))
+    results = (results_in_workers(spec, source, options, args.workers) if (args.workers or 1) > 1
+               else results_in_one_process(spec, source, options, interactive))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # load_checked has reported the model warnings once
@@ -969,20 +500,10 @@ def run_bench(args) -> int:
     return 0
 
 
-# ----------------------------------------------------------------------------- main
-def _stdout_to_devnull() -> None:
-    """After a broken pipe, point stdout at /dev/null so the interpreter's final flush
-    does not fail again (the recipe of Python's signal module documentation)."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
-        pass
-
 
 def main(argv: Optional[list[str]] = None) -> int:
     on_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _raise_terminated) if on_main_thread else None
+    previous = signal.signal(signal.SIGTERM, raise_terminated) if on_main_thread else None
     try:
         return _main(argv)
     finally:
@@ -1027,7 +548,7 @@ def _main(argv: Optional[list[str]]) -> int:
         print(f"{PROG}: error: {err}", file=sys.stderr, flush=True)
         return EXIT_ERROR
     except BrokenPipeError:
-        _stdout_to_devnull()
+        stdout_to_devnull()
         return EXIT_ERROR
     except OSError as err:  # what was not reported more precisely where it happened
         where = f"{err.filename}: " if err.filename else ""

@@ -7,7 +7,7 @@
 
 Each actor of the pool loads the model once (a Translator with `threads_per_worker`
 threads, the CPUs it asks Ray for) and decodes the batches Ray Data sends it, exactly as
-`fastdec translate` decodes a block of lines (cli.translate_block: sentence splitting,
+`fastdec translate` decodes a block of lines (jobs.decode.translate_block: sentence splitting,
 over-long sentences cut between words, control characters). Scheduling, back-pressure,
 autoscaling and fault tolerance are Ray Data's own: an actor pool map (map_batches with a
 callable class and an ActorPoolStrategy) whose actors Ray Data creates with
@@ -39,7 +39,7 @@ except ImportError as err:  # pragma: no cover - exercised by a test in a subpro
                       "(or pip install 'ray[data]')") from err
 
 from pyfastdec.api import load_checked
-from pyfastdec.cli import DecodeOptions, ModelSpec
+from pyfastdec.jobs.options import DecodeOptions, ModelSpec
 from pyfastdec.model_dir import ModelDirError
 from pyfastdec.model_files import ModelFiles
 from pyfastdec.row_batches import LINE_COLUMN, NOTES_COLUMN, decode_batch  # noqa: F401  (columns: public here too)

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Optional
 
 from pyfastdec import resumable_job
-from pyfastdec.cli import EXIT_BAD_INPUT, CliError, DecodeOptions, ModelSpec, warn
+from pyfastdec.jobs.errors import EXIT_BAD_INPUT, CliError, warn
+from pyfastdec.jobs.options import DecodeOptions, ModelSpec
 from pyfastdec.model_files import ModelFiles
 from pyfastdec.row_batches import LINE_COLUMN, NOTES_COLUMN
 

@@ -4,7 +4,7 @@ one executor (pyfastdec.ray_cli); nothing here imports it, so the order and resu
 is tested without Ray (tests/test_resumable_job.py).
 
 The lines are read and checked exactly as the one-machine CLI reads a file
-(cli.numbered_lines: invalid UTF-8 named by line, a byte-order mark dropped; every file
+(jobs.lines.numbered_lines: invalid UTF-8 named by line, a byte-order mark dropped; every file
 checked before anything runs), numbered, and cut into parts of PART_LINES lines. The
 executor gets the rows of every part not done yet and gives back batches of decoded rows
 in whatever order they finish; each is put in place by (shard, part, line), exactly once.
@@ -31,8 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from pyfastdec.cli import (EXIT_BAD_INPUT, CliError, DecodeOptions, Line, ModelSpec, Progress, numbered_lines,
-                           sigint_deferred, warn)
+from pyfastdec.jobs.errors import EXIT_BAD_INPUT, CliError, warn
+from pyfastdec.jobs.interrupts import sigint_deferred
+from pyfastdec.jobs.lines import Line, numbered_lines
+from pyfastdec.jobs.options import DecodeOptions, ModelSpec
+from pyfastdec.jobs.progress import Progress
 from pyfastdec.model_files import ModelFiles
 from pyfastdec.row_batches import LINE_COLUMN, NOTES_COLUMN
 

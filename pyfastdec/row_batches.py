@@ -1,11 +1,13 @@
 """One batch of rows (a dict of columns) decoded as `fastdec translate` decodes a block of
-lines (cli.decode_rows: sentence splitting, over-long sentences cut between words,
+lines (jobs.decode.decode_rows: sentence splitting, over-long sentences cut between words,
 control characters): what each actor of pyfastdec.ray runs, free of Ray, so that the
 resumable job (pyfastdec.resumable_job) is tested with a local executor too.
 """
 from __future__ import annotations
 
-from pyfastdec.cli import DecodeOptions, Line, decode_rows
+from pyfastdec.jobs.decode import decode_rows
+from pyfastdec.jobs.lines import Line
+from pyfastdec.jobs.options import DecodeOptions
 
 NOTES_COLUMN = "fastdec_notes"  # warnings (over-long sentences), on the row they concern
 LINE_COLUMN = "fastdec_line"  # 1-based input line numbers, when the caller (the CLI) has them

@@ -19,6 +19,7 @@ from test_api import SHORT_SOURCE, models, sentences, translator  # noqa: E402,F
 from child_python import child_env  # noqa: E402
 from pyfastdec import api, cli, cpu_info  # noqa: E402
 from pyfastdec.decoding.draft_length import FixedDraftLength  # noqa: E402
+from pyfastdec.jobs import workers  # noqa: E402
 
 TEXTS = sentences(6, seed=21)
 
@@ -130,7 +131,7 @@ def test_invalid_utf8_on_stdin_keeps_the_whole_lines_before_it(models, translato
 
 def test_interrupt_exits_130_after_whole_lines(models, tmp_path, capsys, monkeypatch):
     src = write_lines(tmp_path / "in.txt", sentences(20, seed=22))
-    real, calls = cli.translate_block, []
+    real, calls = workers.translate_block, []
 
     def interrupted(*args):
         calls.append(1)
@@ -138,7 +139,7 @@ def test_interrupt_exits_130_after_whole_lines(models, tmp_path, capsys, monkeyp
             raise KeyboardInterrupt
         return real(*args)
 
-    monkeypatch.setattr(cli, "translate_block", interrupted)
+    monkeypatch.setattr(workers, "translate_block", interrupted)
     assert cli.main(["translate", *model_args(models), "--batch-size", "1", "-i", str(src)]) == 130
     out, err = capsys.readouterr()
     assert out.count("\n") == 8 and out.endswith("\n")  # the first block of 8 lines, nothing after it

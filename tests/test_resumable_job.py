@@ -16,6 +16,8 @@ import pytest
 from pyfastdec import cli, resumable_job
 from pyfastdec.api import load_checked
 from pyfastdec.default_strategy import default_strategy
+from pyfastdec.jobs.errors import EXIT_BAD_INPUT, CliError
+from pyfastdec.jobs.options import DecodeOptions, ModelSpec
 from pyfastdec.model_files import ModelFiles, files_digest
 from pyfastdec.row_batches import LINE_COLUMN, NOTES_COLUMN, decode_batch
 
@@ -35,7 +37,7 @@ class Shuffled:
     actor decodes (row_batches.decode_batch) with a Translator built from the files it
     was handed, written to a directory of their own, not from the model's path."""
 
-    def __init__(self, tmp: Path, spec: cli.ModelSpec, options: cli.DecodeOptions, decode: bool, batch: int = 8,
+    def __init__(self, tmp: Path, spec: ModelSpec, options: DecodeOptions, decode: bool, batch: int = 8,
                  seed: int = 0):
         self.tmp, self.spec, self.options, self.decode, self.batch = tmp, spec, options, decode, batch
         self.rng = random.Random(seed)
@@ -52,7 +54,7 @@ class Shuffled:
             copy.mkdir(exist_ok=True)
             for name, data in model.files.items():
                 (copy / name).write_bytes(data)
-            spec = cli.ModelSpec(self.spec.role, str(copy), None, 1, self.spec.compute_type, self.spec.shortlist)
+            spec = ModelSpec(self.spec.role, str(copy), None, 1, self.spec.compute_type, self.spec.shortlist)
             translator = spec.build()
         batches = [rows[s:s + self.batch] for s in range(0, len(rows), self.batch)]
         self.rng.shuffle(batches)
@@ -200,12 +202,12 @@ def test_a_resumed_job_refuses_an_input_that_changed(tmp_path, monkeypatch):
     src = tmp_path / "in.txt"
     src.write_text(src.read_text().replace("Line 15: the man", "Line 15: the dog"))
     run, execute = job(argv, tmp_path)
-    with pytest.raises(cli.CliError) as info:
+    with pytest.raises(CliError) as info:
         run()
     assert str(info.value) == (f"{tmp_path / 'out.txt.fastdec-parts'}: left by an interrupted job with other input "
                                f"content: {src} changed since; rerun it as it was, or remove the directory to "
                                f"start over")
-    assert info.value.code == cli.EXIT_BAD_INPUT
+    assert info.value.code == EXIT_BAD_INPUT
     assert execute.sent == [] and not (tmp_path / "out.txt").exists()
 
 
@@ -215,7 +217,7 @@ def test_a_resumed_job_refuses_a_model_directory_replaced_in_place(tmp_path, mon
     shutil.rmtree(model)
     shutil.copytree(OTHER_MODEL, model)  # another valid model at the same path
     run, execute = job(argv, tmp_path, model=model)
-    with pytest.raises(cli.CliError) as info:
+    with pytest.raises(CliError) as info:
         run()
     assert str(info.value) == (f"{tmp_path / 'out.txt.fastdec-parts'}: left by an interrupted job with another "
                                f"model: the content of {model} differs from what the committed parts were decoded "

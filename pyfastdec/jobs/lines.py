@@ -1,0 +1,161 @@
+"""Input and output as whole lines. Input is read as bytes and decoded line by line, so an
+invalid UTF-8 line is reported by number; a file is checked whole before anything is
+decoded. Output is written as whole UTF-8 lines, flushed block by block."""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Iterator, Optional
+
+from pyfastdec.jobs.errors import EXIT_BAD_INPUT, CliError
+from pyfastdec.jobs.interrupts import sigint_deferred
+
+
+# ----------------------------------------------------------------------------- input
+@dataclass
+class Line:
+    number: int  # 1-based
+    text: str
+
+
+def decode_line(raw: bytes, number: int) -> str:
+    if raw.endswith(b"\n"):
+        raw = raw[:-1]
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CliError(f"line {number}: invalid UTF-8 at byte {err.start + 1} of the line", EXIT_BAD_INPUT) from None
+    return text[1:] if number == 1 and text.startswith("\ufeff") else text  # a byte-order mark is no text
+
+
+def numbered_lines(data: bytes) -> list[Line]:
+    """A whole input's lines, numbered from 1 and checked (decode_line)."""
+    raws = data.split(b"\n")
+    if raws and raws[-1] == b"":
+        raws.pop()  # the newline ending the last line starts no new line
+    return [Line(n, decode_line(raw, n)) for n, raw in enumerate(raws, 1)]
+
+
+class InputLines:
+    """The input as numbered lines. A file is read and checked whole (so it is known to be
+    valid, and its length is known, before anything is translated); stdin is read as it
+    comes, block by block, or line by line."""
+
+    def __init__(self, path: Optional[str]):
+        self.lines: Optional[list[Line]] = None
+        self.stream: Optional[BinaryIO] = None
+        if path is None or path == "-":
+            self.stream = sys.stdin.buffer
+            return
+        try:
+            data = Path(path).read_bytes()
+        except OSError as err:
+            raise CliError(f"cannot read input {path}: {err.strerror or err}") from None
+        self.lines = numbered_lines(data)
+
+    @property
+    def total(self) -> Optional[int]:
+        return None if self.lines is None else len(self.lines)
+
+    def interactive(self) -> bool:
+        return self.stream is not None and self.stream.isatty()
+
+    def all(self) -> list[Line]:
+        return [line for block in self.blocks(1 << 30) for line in block]
+
+    def blocks(self, size: int) -> Iterator[list[Line]]:
+        if self.lines is not None:
+            for start in range(0, len(self.lines), size):
+                yield self.lines[start:start + size]
+            return
+        block: list[Line] = []
+        number = 0
+        while True:
+            raw = self.stream.readline()
+            if not raw:
+                break
+            number += 1
+            try:
+                block.append(Line(number, decode_line(raw, number)))
+            except CliError:
+                if block:  # the lines before the bad one are translated and written first
+                    yield block
+                raise
+            if len(block) >= size:
+                yield block
+                block = []
+        if block:
+            yield block
+
+
+# ----------------------------------------------------------------------------- output
+def write_failed(name: str, err: OSError, stdout: bool) -> CliError:
+    """The one-line error for output that cannot be written (a full disk, an I/O error).
+    Callers let BrokenPipeError pass: a closed pipe is no error, main exits quietly."""
+    if stdout:
+        stdout_to_devnull()  # what is still buffered must not fail again at exit
+    return CliError(f"cannot write output {name}: {err.strerror or err}")
+
+
+class LineWriter:
+    """Writes whole lines as UTF-8 bytes and flushes after each block."""
+
+    def __init__(self, path: Optional[str]):
+        self.path = path
+        self.failed = False
+        if path is None or path == "-":
+            self.stream = sys.stdout.buffer
+            self.owned, self.name = False, "stdout"
+        else:
+            try:
+                self.stream = open(path, "wb")
+            except OSError as err:
+                raise CliError(f"cannot write output {path}: {err.strerror or err}") from None
+            self.owned, self.name = True, path
+
+    def write(self, lines: list[str]) -> None:
+        data = "".join(lines).encode("utf-8")
+        with sigint_deferred():
+            try:
+                self.stream.write(data)
+                self.stream.flush()
+            except BrokenPipeError:
+                raise
+            except OSError as err:
+                self.failed = True
+                raise write_failed(self.name, err, not self.owned) from None
+
+    def close(self) -> None:
+        if not self.owned:
+            return
+        try:
+            self.stream.close()
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            if not self.failed:  # else the failed write was reported, and close retried its bytes
+                raise write_failed(self.name, err, False) from None
+
+
+def print_out(text: str) -> None:
+    """A report line of info or bench on stdout."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        raise
+    except OSError as err:
+        raise write_failed("stdout", err, True) from None
+
+
+def stdout_to_devnull() -> None:
+    """After a broken pipe, point stdout at /dev/null so the interpreter's final flush
+    does not fail again (the recipe of Python's signal module documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass

@@ -1,0 +1,109 @@
+"""What a job decodes with: the model directories (ModelSpec, picklable, so a worker
+process or a Ray actor builds its own Translator) and Translator.translate's options."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from pyfastdec.api import Corrector, Translator
+from pyfastdec.model_dir import ModelDir
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What a (worker) process needs to build its Translator; picklable."""
+
+    role: str  # "translate" or "correct"
+    model: Optional[str]
+    drafter: Optional[str]
+    threads: Optional[int]
+    compute_type: str
+    shortlist: bool
+
+    def build(self, loaded: Optional[tuple[ModelDir, Optional[ModelDir]]] = None) -> Translator:
+        """loaded: the directories of this spec as load_checked gave them (model, drafter),
+        so that a process that checked them does not read and hash them again."""
+        model, drafter = loaded if loaded is not None else (self.model, self.drafter)
+        if self.role == "correct":
+            return Corrector(model, self.threads, self.compute_type, self.shortlist)
+        return Translator(model, drafter, self.threads, self.compute_type, self.shortlist)
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """Keyword arguments of Translator.translate chosen on the command line."""
+
+    algo: str
+    beam_size: int = 1
+    batch_size: int = 32
+    n_best: int = 1
+    block: Optional[int] = None
+    beta: Optional[int] = None
+    tau: Optional[float] = None
+    max_decoding_length: Optional[int] = None
+    length_penalty: float = 1.0
+    sampling_topk: int = 1
+    sampling_temperature: float = 1.0
+    sampling_seed: Optional[int] = None
+    beam_rule: str = "pyfastdec"
+    edit_margin: Optional[float] = None  # None: the model's own (config.json decoding.edit_margin)
+    fallback: Optional[float] = None  # bild: None = the little model's own (config.json decoding)
+    rollback: Optional[float] = None  # bild-lossy: likewise
+    repetition_guard: Optional[bool] = None  # correct: None = on (Translator.translate)
+    sampling_topp: float = 1.0
+    repetition_penalty: float = 1.0
+    no_repeat_ngram_size: int = 0
+    min_decoding_length: int = 0
+
+    def kwargs(self) -> dict:
+        kw = dict(algo=self.algo, beam_size=self.beam_size, batch_size=self.batch_size, n_best=self.n_best,
+                  return_scores=self.n_best > 1, return_stats=True, block=self.block,
+                  max_decoding_length=self.max_decoding_length, length_penalty=self.length_penalty,
+                  sampling_topk=self.sampling_topk, sampling_temperature=self.sampling_temperature,
+                  sampling_seed=self.sampling_seed, beam_rule=self.beam_rule, sampling_topp=self.sampling_topp,
+                  repetition_penalty=self.repetition_penalty, no_repeat_ngram_size=self.no_repeat_ngram_size,
+                  min_decoding_length=self.min_decoding_length)
+        if self.beta is not None:
+            kw["beta"] = self.beta
+        if self.tau is not None:
+            kw["tau"] = self.tau
+        if self.edit_margin is not None:
+            kw["edit_margin"] = self.edit_margin
+        if self.fallback is not None:
+            kw["fallback"] = self.fallback
+        if self.rollback is not None:
+            kw["rollback"] = self.rollback
+        if self.repetition_guard is not None:
+            kw["repetition_guard"] = self.repetition_guard
+        return kw
+
+    def describe(self) -> str:
+        parts = [f"algo {self.algo}", f"batch size {self.batch_size}"]
+        if self.algo == "beam":
+            parts.append(f"beam size {self.beam_size}, n-best {self.n_best}")
+        if self.algo in ("gad", "gad++"):
+            parts.append(f"block {self.block if self.block is not None else 'drafter default'}")
+        if self.algo == "gad++":
+            beta, tau = (1 if self.beta is None else self.beta), (0.0 if self.tau is None else self.tau)
+            parts.append(f"beta {beta}, tau {tau}")
+        if self.sampling_topk != 1:
+            parts.append(f"sampling top-{self.sampling_topk or 'all'}, temperature {self.sampling_temperature}, "
+                         f"seed {self.sampling_seed}")
+        if self.edit_margin is not None:
+            parts.append(f"edit margin {self.edit_margin}")
+        if (self.repetition_penalty, self.no_repeat_ngram_size, self.min_decoding_length) != (1.0, 0, 0):
+            parts.append(f"repetition penalty {self.repetition_penalty}, no repeat n-gram size "
+                         f"{self.no_repeat_ngram_size}, min decoding length {self.min_decoding_length}")
+        if self.repetition_guard is False:
+            parts.append("no repetition guard")
+        if self.algo in ("bild", "bild-lossy"):
+            parts.append(f"fallback {'model default' if self.fallback is None else self.fallback}")
+        if self.algo == "bild-lossy":
+            parts.append(f"rollback {'model default' if self.rollback is None else self.rollback}")
+        if self.max_decoding_length is not None:
+            parts.append(f"max decoding length {self.max_decoding_length}")
+        if self.length_penalty != 1.0:
+            parts.append(f"length penalty {self.length_penalty}")
+        if self.algo == "beam" and self.beam_rule != "pyfastdec":
+            parts.append(f"beam rule {self.beam_rule}")
+        return ", ".join(parts)
