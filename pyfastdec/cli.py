@@ -361,7 +361,7 @@ def run_translate(args) -> int:
     total = DecodeStats()
     start = time.perf_counter()
     results = (results_in_workers(spec, source, options, args.workers) if (args.workers or 1) > 1
-               else results_in_one_process(spec, source, options, interactive))
+               else results_in_one_process(spec, source, options, interactive, (model_dir, drafter_dir)))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # load_checked has reported the model warnings once
@@ -397,8 +397,8 @@ def _run_on_ray(args) -> int:
 
 
 # ----------------------------------------------------------------------------- info, bench
-def model_summary(path: str) -> list[str]:
-    md = ModelDir.load(path)
+def model_summary(path: str | ModelDir) -> list[str]:
+    md = path if isinstance(path, ModelDir) else ModelDir.load(path)
     c = md.config
     heads = lambda layers: ",".join(str(s.heads) for s in layers)  # noqa: E731
     ffns = lambda layers: ",".join(str(s.ffn) for s in layers)  # noqa: E731
@@ -427,9 +427,11 @@ def model_summary(path: str) -> list[str]:
     return lines
 
 
-def strategy_line(role: str, model: Optional[str], drafter: Optional[str]) -> str:
-    """What `fastdec translate` (or correct) runs with no --algo on these directories."""
-    model_dir, drafter_dir = load_checked(model, drafter, role, "int8" if model is None else _compute_type(model))
+def strategy_line(role: str, model: Optional[str], drafter: Optional[str], loaded: Optional[ModelDir] = None) -> str:
+    """What `fastdec translate` (or correct) runs with no --algo on these directories;
+    loaded: the model directory already read (not read again)."""
+    compute_type = "int8" if model is None else _compute_type(model)
+    model_dir, drafter_dir = load_checked(model if loaded is None else loaded, drafter, role, compute_type)
     choice = default_strategy(model_dir, drafter_dir, role, ALGOS)
     command = f"{PROG} {role}" + (f" -m {model}" if model else "") + (f" --drafter {drafter}" if drafter else "")
     return f"strategy of `{command}`: {choice.algo} ({choice.reason})"
@@ -459,8 +461,9 @@ def run_info(args) -> int:
     if args.drafter and not args.model:
         raise CliError("info: --drafter needs -m MODEL (the verifier it would draft for)", EXIT_BAD_INPUT)
     if args.model:
-        lines += model_summary(args.model)
-        lines.append(strategy_line("translate", args.model, args.drafter))
+        model_dir = ModelDir.load(args.model)
+        lines += model_summary(model_dir)
+        lines.append(strategy_line("translate", args.model, args.drafter, model_dir))
     else:
         for role in ("translate", "correct"):
             if packaged_model_path(DEFAULT_MODELS[role]).is_dir():
