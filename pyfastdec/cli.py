@@ -33,7 +33,6 @@ try:
         import os
         import time
         import warnings
-        from pathlib import Path
         from typing import Optional
 
         import numpy as np
@@ -48,7 +47,8 @@ try:
         from pyfastdec.jobs.options import DecodeOptions, ModelSpec
         from pyfastdec.jobs.progress import Progress, print_stats
         from pyfastdec.jobs.workers import results_in_one_process, results_in_workers
-        from pyfastdec.model_dir import CONFIG_FILE, ModelDir, ModelDirError, read_config
+        from pyfastdec.model_dir import ModelDir, ModelDirError
+        from pyfastdec.model_summary import model_summary, strategy_line
         from pyfastdec.runtime import check_threads, check_workers, cpu_info, default_threads
         from pyfastdec.size_limits import (ENGINE_MAX_TOPK, MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK,
                                            MAX_N_BEST, MAX_WORKERS)
@@ -61,7 +61,6 @@ except KeyboardInterrupt:
 
 BEAM_BOUND = f"beam search takes the top 2 x beam size from an engine limited to top-{ENGINE_MAX_TOPK}"
 BATCH_BOUND = "memory grows with every sentence of a batch"
-SHORTLIST_FILE = "shortlist.bin"
 RAY_LOCAL = "local"  # --ray with no address: start a local cluster
 
 
@@ -397,52 +396,6 @@ def _run_on_ray(args) -> int:
 
 
 # ----------------------------------------------------------------------------- info, bench
-def model_summary(path: str | ModelDir) -> list[str]:
-    md = path if isinstance(path, ModelDir) else ModelDir.load(path)
-    c = md.config
-    heads = lambda layers: ",".join(str(s.heads) for s in layers)  # noqa: E731
-    ffns = lambda layers: ",".join(str(s.ffn) for s in layers)  # noqa: E731
-    params = sum(int(np.prod(t.shape)) for name, t in md.tensors.items() if not name.endswith("weight_scale"))
-    q = c.quantization
-    shortlist = md.path / SHORTLIST_FILE
-    lines = [
-        f"model: {md.path}",
-        f"  arch: {c.arch} (decoder self-attention: {c.decoder_self}, {c.norm}-norm, {c.activation})",
-        f"  layers: {len(c.encoder_layers)} encoder, {len(c.decoder_layers)} decoder",
-        f"  d_model: {c.d_model} (head_dim {c.head_dim}; heads enc {heads(c.encoder_layers)} dec "
-        f"{heads(c.decoder_layers)}; ffn enc {ffns(c.encoder_layers)} dec {ffns(c.decoder_layers)})",
-        f"  vocab: {c.vocab_size} ({', '.join(md.tokenizer_files)})",
-        f"  max_source_len: {c.max_source_len}",
-        "  quantization: " + (f"{q.weights} weights ({q.weight_scale}), {q.activations} activations, embedding "
-                              + ("int8 per row" if q.embedding else "float32 (int8 per row at load)") if q
-                              else "none (float32)"),
-        "  shortlist: " + (f"present ({SHORTLIST_FILE}, {shortlist.stat().st_size} bytes)" if shortlist.is_file()
-                            else "none"),
-        f"  parameters: {params}",
-    ]
-    if c.block_size is not None:
-        lines.append(f"  block_size: {c.block_size}")
-    if c.edit_margin:
-        lines.append(f"  edit margin: {c.edit_margin:g} nats (correct's default; config.json decoding.edit_margin)")
-    return lines
-
-
-def strategy_line(role: str, model: Optional[str], drafter: Optional[str], loaded: Optional[ModelDir] = None) -> str:
-    """What `fastdec translate` (or correct) runs with no --algo on these directories;
-    loaded: the model directory already read (not read again)."""
-    compute_type = "int8" if model is None else _compute_type(model)
-    model_dir, drafter_dir = load_checked(model if loaded is None else loaded, drafter, role, compute_type)
-    choice = default_strategy(model_dir, drafter_dir, role, ALGOS)
-    command = f"{PROG} {role}" + (f" -m {model}" if model else "") + (f" --drafter {drafter}" if drafter else "")
-    return f"strategy of `{command}`: {choice.algo} ({choice.reason})"
-
-
-def _compute_type(model: str) -> str:
-    """The compute type a directory runs without --compute-type, without the int8 warning."""
-    # config.json alone: the whole directory (weights hashed) is loaded once, by load_checked
-    return "int8" if read_config(Path(model) / CONFIG_FILE).quantization is not None else "float32"
-
-
 def run_info(args) -> int:
     info = cpu_info()
     forced = f" (forced by FASTDEC_ISA={info['requested']})" if info.get("forced") else ""

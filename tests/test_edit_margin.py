@@ -243,7 +243,7 @@ def test_config_decoding_edit_margin_is_read_and_checked(tmp_path):
         read_config(model / "config.json")
     (model / "config.json").write_text(json.dumps(dict(config, decoding={"edit_margin": 1.25})))
     assert read_config(model / "config.json").edit_margin == 1.25
-    from pyfastdec.cli import model_summary
+    from pyfastdec.model_summary import model_summary
     assert "  edit margin: 1.25 nats (correct's default; config.json decoding.edit_margin)" in model_summary(model)
     del config["decoding"]
     (model / "config.json").write_text(json.dumps(config))
