@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 
 import pyfastdec
+# Light (sys only), and first: the handler below names PROG and the exit status.
 from pyfastdec.jobs.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_TERMINATED, PROG, CliError, warn
 
 # numpy, sentencepiece and the engine take a few hundred milliseconds to load, before
