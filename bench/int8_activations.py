@@ -35,7 +35,7 @@ def float_twin(model_dir: Path, out: Path) -> Path:
     shortlist.bin too, which `convert int8` copies along, so every row uses it."""
     import shutil
 
-    from pyfastdec import safetensors_io
+    from pyfastdec.model_dir import safetensors_io
     from pyfastdec.convert import float_weights
     from pyfastdec.model_dir import TOKENIZER_FILES, ModelDir, checksum_keys, config_digest, file_digest
 

@@ -61,9 +61,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pyfastdec.int8_rows import dequantize_rows, int8_embedding_rows
+from pyfastdec.model_dir.int8_rows import dequantize_rows, int8_embedding_rows
 from pyfastdec.model_dir import EMBED_SCALE, ModelConfig, ModelDir, quantized_linears
-from pyfastdec.staging import check_output, staged_dir
+from pyfastdec.model_dir.staging import check_output, staged_dir
 
 DEFAULT_MAX_POSITIONS = 1024  # = translate_batch's default max_input_length
 # The table is max_positions x d_model float32, stored once per stack: 16384 rows of a

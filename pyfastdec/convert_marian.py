@@ -46,12 +46,12 @@ from typing import Any, Optional
 
 import numpy as np
 
-from pyfastdec import safetensors_io
+from pyfastdec.model_dir import safetensors_io
 from pyfastdec.int8_writer import quantize_dir
 from pyfastdec.model_dir import (CONFIG_FILE, SHORTLIST_FILE, SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE,
                                  WEIGHTS_FILE, ModelDir, ModelDirError, check_marian_vocab, config_digest,
                                  file_digest, load_config_json)
-from pyfastdec.staging import check_output, scratch_dir, staged_dir
+from pyfastdec.model_dir.staging import check_output, scratch_dir, staged_dir
 
 HF_CONFIG, HF_GENERATION = "config.json", "generation_config.json"
 HF_SAFETENSORS, HF_TORCH_BIN = "model.safetensors", "pytorch_model.bin"

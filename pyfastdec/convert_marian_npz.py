@@ -59,8 +59,8 @@ import numpy as np
 
 from pyfastdec.convert import float_weights, pad_layers
 from pyfastdec.model_dir import ModelConfig, ModelDir
-from pyfastdec.shortlist import Shortlist
-from pyfastdec.staging import check_output, staged_dir
+from pyfastdec.model_dir.shortlist import Shortlist
+from pyfastdec.model_dir.staging import check_output, staged_dir
 
 MODEL_FILE = "model.npz"
 SRC_VOCAB, TRG_VOCAB = "vocab.src.spm", "vocab.trg.spm"

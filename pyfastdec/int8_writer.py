@@ -24,9 +24,9 @@ from typing import Optional
 
 import numpy as np
 
-from pyfastdec import safetensors_io
-from pyfastdec.int8_rows import quantize_rows
-from pyfastdec.staging import check_output, staged_dir
+from pyfastdec.model_dir import safetensors_io
+from pyfastdec.model_dir.int8_rows import quantize_rows
+from pyfastdec.model_dir.staging import check_output, staged_dir
 from pyfastdec.model_dir import (CONFIG_FILE, EMBED_SCALE, QUANT_ACTIVATIONS, QUANT_DYNAMIC_ACTIVATIONS,
                                  QUANT_EMBEDDING, QUANT_WEIGHT_SCALE, QUANT_WEIGHTS, TOKENIZER_FILES,
                                  SHORTLIST_FILE, WEIGHTS_FILE, ModelDir, checksum_keys, config_digest, file_digest,

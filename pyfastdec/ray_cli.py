@@ -13,7 +13,7 @@ from typing import Optional
 
 from pyfastdec import resumable_job
 from pyfastdec.cli import EXIT_BAD_INPUT, CliError, DecodeOptions, ModelSpec, warn
-from pyfastdec.model_files import ModelFiles
+from pyfastdec.model_dir.model_files import ModelFiles
 from pyfastdec.row_batches import LINE_COLUMN, NOTES_COLUMN
 
 try:

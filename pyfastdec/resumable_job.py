@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Optional
 
 from pyfastdec.cli import (EXIT_BAD_INPUT, CliError, DecodeOptions, Line, ModelSpec, Progress, numbered_lines,
                            sigint_deferred, warn)
-from pyfastdec.model_files import ModelFiles
+from pyfastdec.model_dir.model_files import ModelFiles
 from pyfastdec.row_batches import LINE_COLUMN, NOTES_COLUMN
 
 PART_LINES = 10_000  # lines per committed part: what a killed job may have to redo, per shard

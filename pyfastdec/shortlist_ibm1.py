@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pyfastdec.shortlist import Shortlist
+from pyfastdec.model_dir.shortlist import Shortlist
 
 DEFAULT_ALWAYS = (1, 2, 3)        # unk, bos, eos in the project's id convention
 DEFAULT_FIRST_FILL_ID = 5         # ids 0..4 are pad, unk, bos, eos, mask

@@ -16,7 +16,7 @@ import pytest
 from pyfastdec import cli, resumable_job
 from pyfastdec.api import load_checked
 from pyfastdec.default_strategy import default_strategy
-from pyfastdec.model_files import ModelFiles, files_digest
+from pyfastdec.model_dir.model_files import ModelFiles, files_digest
 from pyfastdec.row_batches import LINE_COLUMN, NOTES_COLUMN, decode_batch
 
 ROOT = Path(__file__).resolve().parents[1]

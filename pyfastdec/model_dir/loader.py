@@ -17,12 +17,12 @@ from typing import Optional
 
 import numpy as np
 
-from pyfastdec import safetensors_io
+from pyfastdec.model_dir import safetensors_io
 from pyfastdec.model_dir.checksums import check_content
 from pyfastdec.model_dir.config_parser import read_config
 from pyfastdec.model_dir.config_schema import ModelConfig
 from pyfastdec.model_dir.errors import ModelDirError, require_file as _require_file
-from pyfastdec.foreign_models import convert_first
+from pyfastdec.model_dir.foreign_models import convert_first
 from pyfastdec.model_dir.layout import CONFIG_FILE, SPM_FILE, WEIGHTS_FILE
 from pyfastdec.model_dir.tensor_schema import check_tensors, check_values
 from pyfastdec.model_dir.tokenizer_files import check_tokenizer

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from pyfastdec import safetensors_io
+from pyfastdec.model_dir import safetensors_io
 from pyfastdec.model_dir.config_schema import QUANT_EMBEDDING, ModelConfig
 from pyfastdec.model_dir.errors import ModelDirError
 
