@@ -25,7 +25,8 @@ from safetensors.numpy import save_file  # noqa: E402
 from export.calibrate import calibrate  # noqa: E402
 from export.int8_embedding import convert, main as convert_main  # noqa: E402
 from export.modeling import LayerSpec, ModelConfig, Seq2Seq  # noqa: E402
-from export.rehash import checksums, dump_config  # noqa: E402
+from export.rehash import dump_config  # noqa: E402
+from pyfastdec.model_dir.checksums import directory_checksums as checksums  # noqa: E402
 from export.tiny import random_sources, tiny_model, tiny_spm  # noqa: E402
 from export.torch_backend import TorchBackend  # noqa: E402
 from export.writer import read_model_dir, write_model_dir  # noqa: E402

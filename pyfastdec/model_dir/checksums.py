@@ -1,6 +1,7 @@
 """config.json "checksum" (export/FORMAT.md, *Checksum*): the sha256 of each file of a
 model directory and of config.json's own canonical content. The readers check content
-against it (check_content); the writers record it with directory_checksums.
+against it (check_content); every writer records it with directory_checksums, so that
+what a writer lists and what a reader requires are decided in one place.
 """
 from __future__ import annotations
 
@@ -76,3 +77,20 @@ def check_shortlist_content(data: Optional[bytes], path: Path, config: ModelConf
         raise ModelDirError(f"{path}: (file): missing (expected the shortlist {config_path} checksum."
                             f"{SHORTLIST_FILE} lists; or pass shortlist=False / --no-shortlist)")
     check_content(data, path, SHORTLIST_FILE, config, config_path)
+
+
+def directory_checksums(path: str | Path, config: dict) -> dict[str, str]:
+    """The "checksum" object for the files of directory `path` and the decoded config.json
+    `config` (its own "checksum" field, if any, is left out of the config digest): the
+    weights, the tokenizer files of config["tokenizer"], and shortlist.bin when present
+    (optional, but listed whenever present: check_shortlist_content)."""
+    path = Path(path)
+    out = {CHECKSUM_CONFIG: config_digest(config)}
+    tokenizer = config.get("tokenizer", "spm")
+    for name in (WEIGHTS_FILE,) + TOKENIZER_FILES.get(tokenizer, TOKENIZER_FILES["spm"]):
+        if not (path / name).is_file():
+            raise ModelDirError(f"{path / name}: (file): missing (expected a file of the model directory)")
+        out[name] = file_digest((path / name).read_bytes())
+    if (path / SHORTLIST_FILE).exists():
+        out[SHORTLIST_FILE] = file_digest((path / SHORTLIST_FILE).read_bytes())
+    return out
