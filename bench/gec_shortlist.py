@@ -80,7 +80,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = ap.parse_args(argv)
 
-    from pyfastdec.shortlist import Shortlist
+    from pyfastdec.model_dir.shortlist import Shortlist
 
     from .data import tokenize, uagec_test, uagec_val
 

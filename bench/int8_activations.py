@@ -35,9 +35,9 @@ def float_twin(model_dir: Path, out: Path) -> Path:
     shortlist.bin too, which `convert int8` copies along, so every row uses it."""
     import shutil
 
-    from pyfastdec import safetensors_io
     from pyfastdec.convert import float_weights
-    from pyfastdec.model_dir import TOKENIZER_FILES, ModelDir, checksum_keys, config_digest, file_digest
+    from pyfastdec.model_dir import TOKENIZER_FILES, ModelDir, safetensors_io
+    from pyfastdec.model_dir.checksums import directory_checksums
 
     model = ModelDir.load(model_dir)
     out.mkdir(parents=True)
@@ -49,8 +49,7 @@ def float_twin(model_dir: Path, out: Path) -> Path:
     config = json.loads((model_dir / "config.json").read_text())
     config.pop("checksum", None)
     config["quantization"] = None
-    config["checksum"] = {"config": config_digest(config), **{k: file_digest((out / k).read_bytes())
-                                                              for k in checksum_keys(model.config.tokenizer)[1:]}}
+    config["checksum"] = directory_checksums(out, config)
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     ModelDir.load(out)
     return out

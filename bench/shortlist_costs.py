@@ -18,7 +18,7 @@ import numpy as np
 
 from bench.data import multi30k_test
 from pyfastdec import _engine
-from pyfastdec.shortlist import Shortlist
+from pyfastdec.model_dir.shortlist import Shortlist
 from pyfastdec.text import Tokenizer
 
 

@@ -24,7 +24,7 @@ from export.modeling import LayerSpec, ModelConfig, Seq2Seq  # noqa: E402
 from export.tiny import TINY_VOCAB, tiny_spm  # noqa: E402
 from export.tiny_task import task_sources, trained_verifier, translate  # noqa: E402
 from export.writer import write_model_dir  # noqa: E402
-from pyfastdec.shortlist import Shortlist  # noqa: E402
+from pyfastdec.model_dir.shortlist import Shortlist  # noqa: E402
 
 FIRST_FILL, UNK, BOS, EOS = 5, 1, 2, 3
 LIMIT = 12

@@ -42,7 +42,7 @@ def task_shortlist(vocab: int):
     """Each word: itself and its task translation (export.tiny_task._MAP), so the tiny
     models' outputs mostly stay in their lists; a few frequent ids on top."""
     from export.tiny_task import _MAP
-    from pyfastdec.shortlist import Shortlist
+    from pyfastdec.model_dir.shortlist import Shortlist
 
     indptr, targets = [0], []
     for f in range(vocab):

@@ -53,7 +53,7 @@ def write_vmap(shortlist_file: Path, spm_file: Path, eos: int, out: Path) -> Pat
     """Write vmap.txt for `shortlist_file`; returns `out`."""
     import sentencepiece as spm
 
-    from pyfastdec.shortlist import Shortlist
+    from pyfastdec.model_dir.shortlist import Shortlist
 
     sp = spm.SentencePieceProcessor(model_file=str(spm_file))
     pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]

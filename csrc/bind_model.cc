@@ -43,7 +43,7 @@ ModelConfig parse_config(const py::dict& c) {
   cfg.bos = tokens["bos"].cast<int>();
   cfg.eos = tokens["eos"].cast<int>();
   cfg.mask = tokens.contains("mask") ? tokens["mask"].cast<int>() : -1;
-  // Optional fields (export/FORMAT.md); pyfastdec/model_dir.py validated their values.
+  // Optional fields (export/FORMAT.md); pyfastdec/model_dir/config_parser.py validated their values.
   if (c.contains("activation")) {
     std::string act = c["activation"].cast<std::string>();
     if (act == "swish") cfg.activation = Activation::kSwish;

@@ -5,13 +5,13 @@
 An int8 directory written before quantization.embedding existed stores `embed.weight`
 float32 [V, d] (about half of model.safetensors); the engine quantises it per vocabulary
 row at load. This stores those very rows instead: `embed.weight` int8 [V, d] and
-`embed.weight_scale` float32 [V] by the engine's rule (pyfastdec/int8_rows.py), with
+`embed.weight_scale` float32 [V] by the engine's rule (pyfastdec/model_dir/int8_rows.py), with
 config.json quantization.embedding "int8_per_row" (export/FORMAT.md). The result decodes
 bit-identically to MODEL_DIR. Every other file (shortlist.bin, ...) and tensor is copied
 as it is; the checksums are recorded anew (export.rehash).
 
 OUT defaults to MODEL_DIR itself. Either way the new directory is written beside the
-target and renamed over it only when complete (pyfastdec/staging.py), so an interrupted
+target and renamed over it only when complete (pyfastdec/model_dir/staging.py), so an interrupted
 run leaves the old directory, never half of a new one.
 """
 from __future__ import annotations
@@ -24,10 +24,10 @@ import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from pyfastdec.int8_rows import quantize_rows
+from pyfastdec.model_dir.int8_rows import quantize_rows
 from pyfastdec.model_dir import (CONFIG_FILE, EMBED_SCALE, QUANT_EMBEDDING, WEIGHTS_FILE, ModelDir, ModelDirError,
                                  load_config_json)
-from pyfastdec.staging import staged_dir
+from pyfastdec.model_dir.staging import staged_dir
 
 from .rehash import dump_config, rehash
 

@@ -16,22 +16,8 @@ import json
 import os
 from pathlib import Path
 
-from pyfastdec.model_dir import (CHECKSUM_CONFIG, CONFIG_FILE, SHORTLIST_FILE, TOKENIZER_FILES, WEIGHTS_FILE,
-                                 ModelDir, ModelDirError, config_digest, file_digest, load_config_json)
-
-
-def checksums(path: str | Path, config: dict) -> dict[str, str]:
-    """The "checksum" object for the files of `path` and the decoded config.json `config`."""
-    path = Path(path)
-    out = {CHECKSUM_CONFIG: config_digest(config)}
-    tokenizer = config.get("tokenizer", "spm")
-    for name in (WEIGHTS_FILE,) + TOKENIZER_FILES.get(tokenizer, TOKENIZER_FILES["spm"]):
-        if not (path / name).is_file():
-            raise ModelDirError(f"{path / name}: (file): missing (expected a file of the model directory)")
-        out[name] = file_digest((path / name).read_bytes())
-    if (path / SHORTLIST_FILE).exists():  # optional, but listed whenever present (model_dir.py)
-        out[SHORTLIST_FILE] = file_digest((path / SHORTLIST_FILE).read_bytes())
-    return out
+from pyfastdec.model_dir import CONFIG_FILE, WEIGHTS_FILE, ModelDir, ModelDirError, load_config_json
+from pyfastdec.model_dir.checksums import directory_checksums
 
 
 def dump_config(config: dict) -> str:
@@ -48,7 +34,7 @@ def rehash(path: str | Path) -> dict[str, str]:
     config = dict(load_config_json(config_file))
     previous = config_file.read_bytes()
     config.pop("checksum", None)
-    config["checksum"] = checksums(path, config)
+    config["checksum"] = directory_checksums(path, config)
     _replace(config_file, dump_config(config).encode("utf-8"))
     try:
         ModelDir.load(path)

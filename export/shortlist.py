@@ -20,7 +20,7 @@ estimated (it leaves some seen ids out of their own rows, and ids never seen in 
 training sources have empty rows).
 `rewrite` converts an existing file (version 1 to 2, dropping the probabilities) with the
 same candidates. Only numpy is needed (and sentencepiece for the command line);
-the file format and the reader are in pyfastdec/shortlist.py, IBM Model 1 and the selection
+the file format and the reader are in pyfastdec/model_dir/shortlist.py, IBM Model 1 and the selection
 in pyfastdec/shortlist_ibm1.py.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pyfastdec.shortlist import KNOWN_VERSIONS, VERSION, Shortlist
+from pyfastdec.model_dir.shortlist import KNOWN_VERSIONS, VERSION, Shortlist
 # The builder moved into the package (fastdec convert marian --shortlist runs it from a
 # wheel); these names stay importable from here for the training side and the tests.
 from pyfastdec.shortlist_ibm1 import (DEFAULT_ALWAYS, DEFAULT_FIRST_FILL_ID, Ibm1Table,  # noqa: F401

@@ -7,7 +7,7 @@ weight of the encoder and decoder layers by `<linear>.weight` int8 [out, in] plu
 activation multipliers in config.json "quantization". The tied embedding of an int8
 directory is stored int8 per vocabulary row too (`embed.weight` int8 [V, d] plus
 `embed.weight_scale` float32 [V], quantization.embedding "int8_per_row"), quantised by
-the engine's own rule (pyfastdec/int8_rows.py), so the stored rows are those the engine would
+the engine's own rule (pyfastdec/model_dir/int8_rows.py), so the stored rows are those the engine would
 compute from the float ones; int8_embedding=False keeps a float32 `embed.weight`.
 
 The reader refuses, naming the file and field or tensor, anything it does not
@@ -26,7 +26,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from pyfastdec.int8_rows import int8_embedding_rows, quantize_rows
+from pyfastdec.model_dir.int8_rows import int8_embedding_rows, quantize_rows
 from pyfastdec.model_dir import EMBED_SCALE, QUANT_EMBEDDING, TOKENIZER_FILES, ModelDir
 
 from .modeling import ModelConfig, Seq2Seq
@@ -54,7 +54,7 @@ def quantize_weight(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def quantize_embedding(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The engine's per-row int8 rule (pyfastdec/int8_rows.py) for a torch [V, d]
+    """The engine's per-row int8 rule (pyfastdec/model_dir/int8_rows.py) for a torch [V, d]
     embedding: (int8 [V, d], float32 [V]), bit-identical to what the engine computes at
     load. (quantize_weight, the linears' rule, computes 127 / max first: other last bits.)"""
     q, scale = quantize_rows(w.detach().to(torch.float32).cpu().numpy())

@@ -61,9 +61,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pyfastdec.int8_rows import dequantize_rows, int8_embedding_rows
+from pyfastdec.model_dir.int8_rows import dequantize_rows, int8_embedding_rows
 from pyfastdec.model_dir import EMBED_SCALE, ModelConfig, ModelDir, quantized_linears
-from pyfastdec.staging import check_output, staged_dir
+from pyfastdec.model_dir.staging import check_output, staged_dir
 
 DEFAULT_MAX_POSITIONS = 1024  # = translate_batch's default max_input_length
 # The table is max_positions x d_model float32, stored once per stack: 16384 rows of a
@@ -147,7 +147,7 @@ def pad_layers(w: dict[str, np.ndarray], config: ModelConfig, enc_heads: int, de
 def float_weights(model: ModelDir) -> dict[str, np.ndarray]:
     """All tensors as float32 arrays; int8 linears dequantised to q * weight_scale[row].
     The tied embedding of an int8 model is the int8 rows our engine reads, stored so or
-    quantised from float32 ones (pyfastdec/int8_rows.py): both forms convert alike."""
+    quantised from float32 ones (pyfastdec/model_dir/int8_rows.py): both forms convert alike."""
     tensors = {name: np.asarray(t) for name, t in model.tensors.items() if not name.endswith(".weight_scale")}
     if model.config.quantization is not None:
         for linear in quantized_linears(model.config):
@@ -316,7 +316,7 @@ def to_ctranslate2(model_dir: str | os.PathLike, out_dir: str | os.PathLike, qua
     of the stored position table, i.e. the longest source (EOS included) and the longest
     decoder input (BOS included) CTranslate2 will accept, at most MAX_POSITIONS. An
     existing non-empty out_dir is refused unless force=True (it is then replaced, only
-    once the new model is written: pyfastdec/staging.py); out_dir may not be model_dir,
+    once the new model is written: pyfastdec/model_dir/staging.py); out_dir may not be model_dir,
     lie inside it or contain it. Returns out_dir.
     """
     _import_ctranslate2()  # fail before any work if the benchmark extra is missing
@@ -414,7 +414,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m pyfastdec.con
     except (ValueError, ImportError, FileExistsError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except OSError as err:  # an input that cannot be read (outputs are restated by pyfastdec/staging.py)
+    except OSError as err:  # an input that cannot be read (outputs are restated by pyfastdec/model_dir/staging.py)
         print(f"error: {err.filename + ': ' if err.filename else ''}{err.strerror or err}", file=sys.stderr)
         return 1
     except MemoryError:

@@ -26,7 +26,7 @@ pre-norm, a layernorm after the embeddings, ...) is refused naming the field and
 
 Everything is written into a staging directory beside OUT_DIR, validated by loading it
 as pyfastdec will, and only then renamed to OUT_DIR: a failure, Ctrl-C or SIGTERM leaves
-nothing behind (pyfastdec/staging.py). OUT_DIR may not be HF_DIR, lie inside it or hold it.
+nothing behind (pyfastdec/model_dir/staging.py). OUT_DIR may not be HF_DIR, lie inside it or hold it.
 Everything needs only numpy and sentencepiece (and torch for a pytorch_model.bin).
 int8 (`--quantize int8`, pyfastdec/int8_writer.py) quantises the weights per row; its
 activations are either scaled per row at run time (the default: no calibration text) or,
@@ -46,12 +46,12 @@ from typing import Any, Optional
 
 import numpy as np
 
-from pyfastdec import safetensors_io
+from pyfastdec.model_dir import safetensors_io
 from pyfastdec.int8_writer import quantize_dir
 from pyfastdec.model_dir import (CONFIG_FILE, SHORTLIST_FILE, SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE,
                                  WEIGHTS_FILE, ModelDir, ModelDirError, check_marian_vocab, config_digest,
                                  file_digest, load_config_json)
-from pyfastdec.staging import check_output, scratch_dir, staged_dir
+from pyfastdec.model_dir.staging import check_output, scratch_dir, staged_dir
 
 HF_CONFIG, HF_GENERATION = "config.json", "generation_config.json"
 HF_SAFETENSORS, HF_TORCH_BIN = "model.safetensors", "pytorch_model.bin"

@@ -59,8 +59,8 @@ import numpy as np
 
 from pyfastdec.convert import float_weights, pad_layers
 from pyfastdec.model_dir import ModelConfig, ModelDir
-from pyfastdec.shortlist import Shortlist
-from pyfastdec.staging import check_output, staged_dir
+from pyfastdec.model_dir.shortlist import Shortlist
+from pyfastdec.model_dir.staging import check_output, staged_dir
 
 MODEL_FILE = "model.npz"
 SRC_VOCAB, TRG_VOCAB = "vocab.src.spm", "vocab.trg.spm"
@@ -292,7 +292,7 @@ def to_marian_npz(model_dir: str | os.PathLike, out_dir: str | os.PathLike, *, f
     """Write OUT_DIR = model.npz, vocab.{src,trg}.spm, [lex.s2t], decoder.yml; returns OUT_DIR.
 
     Written into a staging directory beside OUT_DIR, then renamed, so a failure leaves
-    nothing half-written (pyfastdec/staging.py); OUT_DIR may not be MODEL_DIR or hold it."""
+    nothing half-written (pyfastdec/model_dir/staging.py); OUT_DIR may not be MODEL_DIR or hold it."""
     import sentencepiece
 
     out = Path(out_dir)

@@ -53,11 +53,11 @@ from typing import Any
 
 import numpy as np
 
-from pyfastdec import safetensors_io
+from pyfastdec.model_dir import safetensors_io
 from pyfastdec.model_dir import (CONFIG_FILE, SHORTLIST_FILE, SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE,
                                  WEIGHTS_FILE, ModelDir, config_digest, file_digest)
-from pyfastdec.shortlist import Shortlist
-from pyfastdec.staging import check_output, staged_dir
+from pyfastdec.model_dir.shortlist import Shortlist
+from pyfastdec.model_dir.staging import check_output, staged_dir
 
 META = "special:model.yml"
 MARIAN_EPS = 1e-6

@@ -3,7 +3,7 @@
 Weights: every quantized linear per output row, q = clamp(round(w * 127 / max|w_row|),
 +-127), weight_scale = 1 / (127 / max|w_row|) computed as export/writer.py's quantize_weight
 does, so both writers store the same bytes; the tied embedding int8
-per row by the engine's rule (pyfastdec/int8_rows.py).
+per row by the engine's rule (pyfastdec/model_dir/int8_rows.py).
 
 Activations, one of:
 - static ("int8_static_per_tensor"): one calibrated multiplier per linear input
@@ -24,9 +24,9 @@ from typing import Optional
 
 import numpy as np
 
-from pyfastdec import safetensors_io
-from pyfastdec.int8_rows import quantize_rows
-from pyfastdec.staging import check_output, staged_dir
+from pyfastdec.model_dir import safetensors_io
+from pyfastdec.model_dir.int8_rows import quantize_rows
+from pyfastdec.model_dir.staging import check_output, staged_dir
 from pyfastdec.model_dir import (CONFIG_FILE, EMBED_SCALE, QUANT_ACTIVATIONS, QUANT_DYNAMIC_ACTIVATIONS,
                                  QUANT_EMBEDDING, QUANT_WEIGHT_SCALE, QUANT_WEIGHTS, TOKENIZER_FILES,
                                  SHORTLIST_FILE, WEIGHTS_FILE, ModelDir, checksum_keys, config_digest, file_digest,

@@ -41,7 +41,7 @@ except ImportError as err:  # pragma: no cover - exercised by a test in a subpro
 from pyfastdec.api import load_checked
 from pyfastdec.jobs.options import DecodeOptions, ModelSpec
 from pyfastdec.model_dir import ModelDirError
-from pyfastdec.model_files import ModelFiles
+from pyfastdec.model_dir.model_files import ModelFiles
 from pyfastdec.row_batches import LINE_COLUMN, NOTES_COLUMN, decode_batch  # noqa: F401  (columns: public here too)
 
 # A test hook: a path P. While P.armed exists, the first actor to rename it to P.fired exits

@@ -14,7 +14,7 @@ from typing import Optional
 from pyfastdec import resumable_job
 from pyfastdec.jobs.errors import EXIT_BAD_INPUT, CliError, warn
 from pyfastdec.jobs.options import DecodeOptions, ModelSpec
-from pyfastdec.model_files import ModelFiles
+from pyfastdec.model_dir.model_files import ModelFiles
 from pyfastdec.row_batches import LINE_COLUMN, NOTES_COLUMN
 
 try:

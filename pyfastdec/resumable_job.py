@@ -36,7 +36,7 @@ from pyfastdec.jobs.interrupts import sigint_deferred
 from pyfastdec.jobs.lines import Line, numbered_lines
 from pyfastdec.jobs.options import DecodeOptions, ModelSpec
 from pyfastdec.jobs.progress import Progress
-from pyfastdec.model_files import ModelFiles
+from pyfastdec.model_dir.model_files import ModelFiles
 from pyfastdec.row_batches import LINE_COLUMN, NOTES_COLUMN
 
 PART_LINES = 10_000  # lines per committed part: what a killed job may have to redo, per shard

@@ -1,5 +1,5 @@
 """IBM Model 1 lexical shortlists from parallel text: the numpy part of building a
-shortlist.bin (format: export/SHORTLIST_FORMAT.md, reader: pyfastdec/shortlist.py).
+shortlist.bin (format: export/SHORTLIST_FORMAT.md, reader: pyfastdec/model_dir/shortlist.py).
 
 It lives in the package so that `fastdec convert marian --shortlist SRC TGT` works from
 an installed wheel; `python -m export.shortlist` (the training-side command line) builds
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pyfastdec.shortlist import Shortlist
+from pyfastdec.model_dir.shortlist import Shortlist
 
 DEFAULT_ALWAYS = (1, 2, 3)        # unk, bos, eos in the project's id convention
 DEFAULT_FIRST_FILL_ID = 5         # ids 0..4 are pad, unk, bos, eos, mask

@@ -116,7 +116,7 @@ def _full_open(file, mode="r", *a, **k):
     return _open(file, mode, *a, **k)
 builtins.open = io.open = _full_open
 import numpy as np
-import pyfastdec.safetensors_io as st
+import pyfastdec.model_dir.safetensors_io as st
 st.save_file = lambda path, *a, **k: _full_open(path, "wb")
 np.savez = lambda file, *a, **k: _full_open(file, "wb")
 """

@@ -282,7 +282,7 @@ def _edit_config(hf_dir: Path, **changes) -> None:
 
 
 def _edit_tensors(hf_dir: Path, fn) -> None:
-    from pyfastdec import safetensors_io
+    from pyfastdec.model_dir import safetensors_io
 
     # Copies: the loaded arrays map the very file rewritten below.
     tensors = {k: np.array(v) for k, v in safetensors_io.load_file(hf_dir / "model.safetensors").items()}
@@ -351,7 +351,7 @@ def test_cli_errors_and_pytorch_bin(tiny, tmp_path, capsys):
     assert convert_main(["marian", str(hf_dir), str(tmp_path / "o"), "--calibrate", str(hf_dir / "vocab.json")]) == 2
     assert "--calibrate is for --quantize int8" in capsys.readouterr().err
     # pytorch_model.bin instead of model.safetensors (read with torch): the same directory.
-    from pyfastdec import safetensors_io
+    from pyfastdec.model_dir import safetensors_io
 
     tensors = safetensors_io.load_file(hf_dir / "model.safetensors")
     torch.save({k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}, hf_dir / "pytorch_model.bin")

@@ -23,7 +23,7 @@ from pyfastdec.convert import main  # noqa: E402
 from pyfastdec.convert_marian_npz import (lexical_shortlist_lines, marian_options, meta_item,  # noqa: E402
                                           shortlist_best, stream_permutation, to_marian_npz)
 from pyfastdec.model_dir import ModelDir  # noqa: E402
-from pyfastdec.shortlist import Shortlist  # noqa: E402
+from pyfastdec.model_dir.shortlist import Shortlist  # noqa: E402
 from tests.marian_reference import marian_logits, marian_positions, marian_semantics  # noqa: E402
 
 

@@ -21,7 +21,7 @@ from pyfastdec.convert import main
 from pyfastdec.convert_marian_npz import lexical_shortlist_lines
 from pyfastdec.convert_marian_npz_in import META, MarianNpzError, from_marian_npz, read_lexical_shortlist
 from pyfastdec.model_dir import ModelDir
-from pyfastdec.shortlist import Shortlist
+from pyfastdec.model_dir.shortlist import Shortlist
 
 DATA = Path(__file__).resolve().parent / "data" / "marian_tiny"
 MODELS = ("post", "pre")

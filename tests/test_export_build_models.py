@@ -80,7 +80,7 @@ def test_gec_shortlist_lets_every_source_piece_be_copied(tmp_path):
 
     import pytest
     spm = pytest.importorskip("sentencepiece")
-    from pyfastdec.shortlist import Shortlist
+    from pyfastdec.model_dir.shortlist import Shortlist
 
     # Correction-like pairs: the target respells one word, so "spav" is never copied and
     # IBM Model 1 alone would not list it among its own targets.

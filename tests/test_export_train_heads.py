@@ -17,7 +17,7 @@ from export.train_heads import targets
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import greedy
 from pyfastdec.model_dir import ModelDir
-from pyfastdec.safetensors_io import read_header
+from pyfastdec.model_dir.safetensors_io import read_header
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from export.train_heads import source_ids
 from export.train_joint import main as train_joint
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import blockwise, greedy
-from pyfastdec.safetensors_io import read_header
+from pyfastdec.model_dir.safetensors_io import read_header
 
 STEPS = 150
 

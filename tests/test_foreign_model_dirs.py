@@ -1,5 +1,5 @@
 """`-m` / Translator(model_dir) given another framework's model folder says which
-`fastdec convert` command makes a pyfastdec directory of it (pyfastdec/foreign_models.py),
+`fastdec convert` command makes a pyfastdec directory of it (pyfastdec/model_dir/foreign_models.py),
 for folders written by the frameworks themselves: transformers' save_pretrained,
 CTranslate2's converter, Marian's training (tests/data/marian_tiny)."""
 from __future__ import annotations

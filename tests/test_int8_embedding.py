@@ -25,7 +25,8 @@ from safetensors.numpy import save_file  # noqa: E402
 from export.calibrate import calibrate  # noqa: E402
 from export.int8_embedding import convert, main as convert_main  # noqa: E402
 from export.modeling import LayerSpec, ModelConfig, Seq2Seq  # noqa: E402
-from export.rehash import checksums, dump_config  # noqa: E402
+from export.rehash import dump_config  # noqa: E402
+from pyfastdec.model_dir.checksums import directory_checksums as checksums  # noqa: E402
 from export.tiny import random_sources, tiny_model, tiny_spm  # noqa: E402
 from export.torch_backend import TorchBackend  # noqa: E402
 from export.writer import read_model_dir, write_model_dir  # noqa: E402
@@ -33,7 +34,7 @@ from pyfastdec.backends.base import Want  # noqa: E402
 from pyfastdec.backends.native import NativeBackend, engine_config  # noqa: E402
 from pyfastdec.model_dir import ModelDir, ModelDirError  # noqa: E402
 from pyfastdec.runtime import _engine  # noqa: E402
-from pyfastdec.shortlist import Shortlist  # noqa: E402
+from pyfastdec.model_dir.shortlist import Shortlist  # noqa: E402
 
 BOS, EOS = 2, 3
 REPO = Path(__file__).resolve().parents[1]
@@ -92,7 +93,7 @@ def greedy_steps(backend, sources, steps):
 
 
 def numpy_rule_float64(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """export/FORMAT.md's rule written independently of pyfastdec/int8_rows.py: each
+    """export/FORMAT.md's rule written independently of pyfastdec/model_dir/int8_rows.py: each
     float32 operation as float64 arithmetic rounded to float32, which is the correctly
     rounded float32 result (float64 carries more than 2 * 24 + 2 bits)."""
     amax = np.abs(w.astype(np.float64)).max(axis=1)
@@ -139,9 +140,9 @@ def test_conversion_stores_the_rule_and_changes_nothing_else(dirs):
 
 
 def test_rule_on_many_rows_and_ties():
-    """pyfastdec/int8_rows.py against the float64 formulation on 4000 rows of assorted
+    """pyfastdec/model_dir/int8_rows.py against the float64 formulation on 4000 rows of assorted
     magnitudes, and on exact halves, which round to even (not away from zero)."""
-    from pyfastdec.int8_rows import quantize_rows
+    from pyfastdec.model_dir.int8_rows import quantize_rows
     rng = np.random.default_rng(5)
     w = (rng.standard_normal((4000, 64)) * np.exp(rng.uniform(-8, 3, size=(4000, 1)))).astype(np.float32)
     w[17] = 0.0
@@ -267,7 +268,7 @@ def float_embedding_dir(int8_embedding_dir: Path, out: Path) -> Path:
     its rows dequantised (q * scale, float32), quantization.embedding absent, every other
     tensor and file as it is. (write_model_dir(..., int8_embedding=False) from
     read_model_dir's model would re-quantise every linear too.)"""
-    from pyfastdec.int8_rows import dequantize_rows
+    from pyfastdec.model_dir.int8_rows import dequantize_rows
 
     shutil.copytree(int8_embedding_dir, out)
     tensors = tensors_of(out)
@@ -500,7 +501,7 @@ def test_converter_in_place_is_atomic(dirs, tmp_path, monkeypatch):
     def fail(*_a, **_k):
         raise OSError("disk full")
     monkeypatch.setattr(mod, "save_file", fail)
-    from pyfastdec.staging import ConvertOutputError
+    from pyfastdec.model_dir.staging import ConvertOutputError
 
     with pytest.raises(ConvertOutputError, match=f"{old}: cannot write: disk full"):  # never the staging path
         convert(old)

@@ -1,4 +1,4 @@
-"""Model directories on the inference side: pyfastdec.safetensors_io and pyfastdec.model_dir.
+"""Model directories on the inference side: pyfastdec.model_dir.safetensors_io and pyfastdec.model_dir.
 
 Directories are built here with numpy weights and a sentencepiece model trained on
 synthetic sentences, so nothing but the cross-check against export.modeling needs torch.
@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 import sentencepiece
 
-from pyfastdec import safetensors_io
+from pyfastdec.model_dir import safetensors_io
 from pyfastdec.model_dir import (ModelDir, ModelDirError, expected_tensors, parse_config,
                                  quantized_linears)
 

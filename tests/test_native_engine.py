@@ -14,7 +14,7 @@ from export.torch_backend import TorchBackend  # noqa: E402
 from export.writer import write_model_dir  # noqa: E402
 from pyfastdec.backends.base import Want  # noqa: E402
 from pyfastdec.backends.native import NativeBackend  # noqa: E402
-from pyfastdec.shortlist import Shortlist  # noqa: E402
+from pyfastdec.model_dir.shortlist import Shortlist  # noqa: E402
 
 VARIANTS = {
     "attention-pre": dict(),

@@ -33,7 +33,7 @@ from pyfastdec.backends.base import StepOut, Want  # noqa: E402
 from pyfastdec.backends.native import NativeBackend  # noqa: E402
 from pyfastdec.decoding.draft_verify import accept_argmax  # noqa: E402
 from pyfastdec.model_dir import ModelDir, ModelDirError  # noqa: E402
-from pyfastdec.shortlist import Shortlist  # noqa: E402
+from pyfastdec.model_dir.shortlist import Shortlist  # noqa: E402
 
 from test_decoding_support import BOS, EOS, V, VARIANTS, tiny_verifier  # noqa: E402
 

@@ -18,7 +18,7 @@ from pyfastdec.api import load_checked
 from pyfastdec.default_strategy import default_strategy
 from pyfastdec.jobs.errors import EXIT_BAD_INPUT, CliError
 from pyfastdec.jobs.options import DecodeOptions, ModelSpec
-from pyfastdec.model_files import ModelFiles, files_digest
+from pyfastdec.model_dir.model_files import ModelFiles, files_digest
 from pyfastdec.row_batches import LINE_COLUMN, NOTES_COLUMN, decode_batch
 
 ROOT = Path(__file__).resolve().parents[1]

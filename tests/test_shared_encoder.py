@@ -375,7 +375,7 @@ def test_a_host_whose_encoder_differs_only_in_its_embedding_is_refused(drafter_p
     drafter's host's, but whose embedding differs, gives other encoder outputs and is
     refused. The drafter records the digest computed here, now, so the refusal comes from
     what the digest covers, not from a digest stored under another formula."""
-    from pyfastdec import safetensors_io
+    from pyfastdec.model_dir import safetensors_io
 
     verifier, drafter = drafter_pairs["native"]
     host = Path(shutil.copytree(verifier.model_dir.path, tmp_path / "host"))

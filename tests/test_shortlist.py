@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from export.shortlist import build_shortlist, main, read_parallel, train_ibm1
-from pyfastdec.shortlist import Shortlist
+from pyfastdec.model_dir.shortlist import Shortlist
 
 FIRST_WORD = 5          # ids 0..4 are pad, unk, bos, eos, mask
 SPECIALS = {1, 2, 3}    # unk, bos, eos: always candidates

@@ -63,7 +63,7 @@ def test_identity_needs_a_row(corpus):
 
 def test_command_line_flag(tmp_path):
     spm = pytest.importorskip("sentencepiece")
-    from pyfastdec.shortlist import Shortlist
+    from pyfastdec.model_dir.shortlist import Shortlist
     # Correction-like pairs: the target is the source with one word respelled.
     words = ["mama", "myla", "ramu", "tato", "chytav", "knyhu", "kit", "spav"]
     rng = np.random.default_rng(3)

@@ -13,7 +13,7 @@ import pytest
 from pyfastdec import _engine
 from pyfastdec.backends.base import Want
 from pyfastdec.backends.native import NativeBackend
-from pyfastdec.shortlist import Shortlist
+from pyfastdec.model_dir.shortlist import Shortlist
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 SHIPPED = [m for m in ("en-de", "en-de-attn", "en-de-drafter", "en-de-drafter-separate")

@@ -116,7 +116,7 @@ def tiny_int8(tmp_path_factory):
     from export.rehash import rehash
     from export.tiny import random_sources, tiny_model, tiny_spm
     from export.writer import write_model_dir
-    from pyfastdec.shortlist import Shortlist
+    from pyfastdec.model_dir.shortlist import Shortlist
 
     root = tmp_path_factory.mktemp("union")
     spm = tiny_spm(root / "spm.model")

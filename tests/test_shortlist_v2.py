@@ -20,7 +20,7 @@ import pytest
 
 from export.shortlist import main as shortlist_main
 from export.shortlist import rewrite
-from pyfastdec.shortlist import Shortlist
+from pyfastdec.model_dir.shortlist import Shortlist
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 SHIPPED = MODELS / "en-de" / "shortlist.bin"

@@ -1,5 +1,5 @@
 // Model shape and token ids, as config.json gives them (export/FORMAT.md). The Python
-// loader (pyfastdec/model_dir.py) validates the file; this struct only carries values.
+// loader (pyfastdec/model_dir/) validates the file; this struct only carries values.
 #pragma once
 #include <string>
 #include <vector>

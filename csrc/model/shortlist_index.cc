@@ -5,7 +5,7 @@
 
 namespace fastdec {
 namespace {
-constexpr int kMultiple = 8;  // pyfastdec.shortlist.SIMD_MULTIPLE
+constexpr int kMultiple = 8;  // pyfastdec.model_dir.shortlist.SIMD_MULTIPLE
 }  // namespace
 
 ShortlistIndex::ShortlistIndex(int vocab_size, const uint32_t* frequent, size_t num_frequent,

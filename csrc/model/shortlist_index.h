@@ -1,5 +1,5 @@
 // A loaded lexical shortlist (export/SHORTLIST_FORMAT.md) and the candidates of one
-// source sentence, computed natively: the Python reader (pyfastdec/shortlist.py)
+// source sentence, computed natively: the Python reader (pyfastdec/model_dir/shortlist.py)
 // validates the file and stays the reference; this copy answers candidates() in a few
 // microseconds per sentence inside encode, without per-id Python objects.
 #pragma once

@@ -18,7 +18,7 @@ from pyfastdec.backends.proposals import check_proposals
 from pyfastdec.model_dir import (CONFIG_FILE, SHORTLIST_FILE, ModelConfig, ModelDir, ModelDirError,
                                  check_shortlist_content, engine_edit_margin)
 from pyfastdec.runtime import _engine, check_threads, default_threads  # runtime explains a missing engine
-from pyfastdec.shortlist import Shortlist
+from pyfastdec.model_dir.shortlist import Shortlist
 
 # The engine keeps its scratch (which grows with a call's rows) between calls. Above this
 # it is freed after a translate call: a 32-row batch of 128-token sources (the default

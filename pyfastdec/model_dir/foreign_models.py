@@ -4,7 +4,7 @@ it into one: reporting only the config.json fields ours lacks leaves the user gu
 
 Recognised: a Hugging Face checkpoint (config.json with "model_type", as save_pretrained
 writes it), a CTranslate2 model (model.bin with its vocabulary files), a Marian .npz
-model. Anything else goes on to the ordinary checks (pyfastdec/model_dir.py).
+model. Anything else goes on to the ordinary checks (loader.py).
 """
 from __future__ import annotations
 
