@@ -15,6 +15,10 @@ sentences): control characters become spaces, the text is split at sentence boun
 batched together by length; a line's outputs are rejoined in order with single spaces.
 A single sentence longer than the model's max_source_len is cut between words
 (text.cut_ids) and a LongInputWarning names the input.
+
+Around this module: sentence_units.py makes the units, translate_options.py checks a
+call's options, decoding/strategies.py (the strategy registry) says what each algorithm
+needs and runs it, hypotheses.py joins and scores the outputs.
 """
 from __future__ import annotations
 
