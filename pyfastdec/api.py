@@ -40,7 +40,7 @@ from pyfastdec.decoding.prefix import PrefixedBackend, PrefixSource
 from pyfastdec.decoding.source_draft_length import SourceDraftLength
 from pyfastdec.decoding.strategies import RULES_OWN, StrategyCall
 from pyfastdec.default_strategy import StrategyChoice, default_strategy
-from pyfastdec.hypotheses import Hyp, ScoredOutput, forced_scores, join_units, merge_stats, score
+from pyfastdec.hypotheses import Hyp, ScoredOutput, forced_scores, from_beam, join_units, merge_stats, score
 from pyfastdec.model_dir import ModelDir, ModelDirError, check_shared_encoder
 from pyfastdec.repetition_guard import LoopCheck
 from pyfastdec.runtime import check_threads, default_threads
@@ -482,18 +482,11 @@ class Translator:
         # A strategy's cost policy lives as long as this Translator: its costs are learnt once.
         policy = None if strategy.policy is None else strategy.policy.get(self, opts)
         outs, stats = strategy.run(StrategyCall(verifier, drafter, src, max_len, opts, seeds, policy))
-        if strategy.hypotheses:
-            # score = logprob / positions^alpha: the sum comes back exactly. Positions count
-            # EOS, or (default rule) the EOS a hypothesis cut at max_len is scored as if it had.
-            cut_extra = 0 if opts.beam_rule == "hf" else 1
-
-            def positions(h):
-                return len(h.tokens) + (1 if h.finished else cut_extra)
+        if strategy.hypotheses:  # beam search: n-best lists, scored as it went
             prefix_logps = [getattr(s, "prefix_logprob", 0.0) for s in src]
             if prefixed and opts.rules.active:  # the prefix's tokens scored under the rules too
                 prefix_logps = forced_scores(self._scorer(opts), [list(s) for s in src], prefixes, range(len(src)))
-            hyps = [[Hyp([p + h.tokens], h.score * positions(h) ** opts.length_penalty + lp, len(p) + positions(h))
-                     for h in r] or [Hyp([list(p)])] for r, p, lp in zip(outs, prefixes, prefix_logps)]
+            hyps = from_beam(outs, prefixes, prefix_logps, opts.length_penalty, opts.beam_rule)
             if prefixed:  # the search normalised by the length after the prefix; rank by the whole output's
                 hyps = [sorted(h, key=lambda x: -self._score(x, opts)) for h in hyps]
             return hyps, stats

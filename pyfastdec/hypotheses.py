@@ -56,6 +56,20 @@ def join_units(units: list[list[Hyp]]) -> list[Hyp]:
     return joined
 
 
+def from_beam(results: list, prefixes: list, prefix_logps: list[float], length_penalty: float,
+              beam_rule: str) -> list[list[Hyp]]:
+    """Beam search's n-best Hypothesis lists (decoding/beam.py) as Hyp lists, each output
+    after its row's prefix. Beam scores are logprob / positions^length_penalty, so the sum
+    comes back exactly; positions count EOS, or (default rule) the EOS a hypothesis cut at
+    max_len is scored as if it had."""
+    cut_extra = 0 if beam_rule == "hf" else 1
+
+    def positions(h):
+        return len(h.tokens) + (1 if h.finished else cut_extra)
+    return [[Hyp([p + h.tokens], h.score * positions(h) ** length_penalty + lp, len(p) + positions(h))
+             for h in r] or [Hyp([list(p)])] for r, p, lp in zip(results, prefixes, prefix_logps)]
+
+
 def merge_stats(total: DecodeStats, part: DecodeStats, inputs: Sequence[int]) -> None:
     """Add one batch's counters and times to `total`; part.hit_max_len holds batch row
     indices, mapped here to input indices (`inputs[row]`)."""
