@@ -151,10 +151,10 @@ def decoding_targets():
 
 
 def api_targets():
-    import pyfastdec.api as api
+    import pyfastdec.sentence_units as sentence_units
     import pyfastdec.text as text
 
-    return [(api, "clean_text", "api: clean text"),
+    return [(sentence_units, "clean_text", "api: clean text"),
             (text, "split_sentences", "api: split sentences"),
             (text.Tokenizer, "encode", "api: tokenise"),
             (text.Tokenizer, "decode", "api: detokenise")]
@@ -197,24 +197,24 @@ def direct_runner(model: Path, threads: int, strategy: str, clock: Clock | None)
 
 
 def corrector_runner(model: Path, threads: int, clock: Clock | None, algo: str = "iad"):
-    import pyfastdec.api as api
     from pyfastdec import Corrector
+    from pyfastdec.decoding import strategies
 
     corrector = Corrector(model, threads=threads)
     if clock is not None:
         corrector.verifier = TimedBackend(corrector.verifier, clock)
-    inner = api.iad
+    inner = strategies.iad
 
     def run(batch, batch_size):
         if algo != "iad":  # the same API path with another strategy (greedy: the reference)
             return corrector.translate(batch, algo=algo, batch_size=batch_size)
         if clock is None:
             return corrector.correct(batch, batch_size=batch_size)
-        api.iad = _timed_function(inner, "decode call", clock)
+        strategies.iad = _timed_function(inner, "decode call", clock)
         try:
             return corrector.correct(batch, batch_size=batch_size)
         finally:
-            api.iad = inner
+            strategies.iad = inner
     return run
 
 

@@ -25,8 +25,7 @@ from pathlib import Path
 import sacrebleu
 
 from pyfastdec.backends.native import NativeBackend
-from pyfastdec.decoding import greedy
-from pyfastdec.decoding.bild import bild
+from pyfastdec.decoding.strategies import batch_runner
 from pyfastdec.model_dir import ModelDir, check_shared_encoder
 from pyfastdec.text import Tokenizer
 
@@ -60,9 +59,10 @@ def main(argv=None) -> dict:
     def bleu(outs) -> float:
         return sacrebleu.corpus_bleu([tok.decode(o) for o in outs], refs).score
 
-    runs = {"greedy": lambda b: greedy(big, b)}
-    runs.update({("lossless", f): (lambda b, f=f: bild(big, little, b, fallback=f)) for f in args.fallbacks})
-    runs.update({("lossy", f, r): (lambda b, f=f, r=r: bild(big, little, b, fallback=f, rollback=r))
+    # policy=False: the thresholds alone decide when the little model drafts
+    runs = {"greedy": batch_runner("greedy", big)}
+    runs.update({("lossless", f): batch_runner("bild", big, little, policy=False, fallback=f) for f in args.fallbacks})
+    runs.update({("lossy", f, r): batch_runner("bild-lossy", big, little, policy=False, fallback=f, rollback=r)
                  for f, r in itertools.product(args.lossy_fallbacks, args.rollbacks)})
     outputs, fastest = {}, {}
     for round_ in range(args.repeats):

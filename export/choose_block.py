@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from pyfastdec.backends.native import NativeBackend
-from pyfastdec.decoding import gad, greedy
+from pyfastdec.decoding.strategies import batch_runner
 from pyfastdec.text import Tokenizer
 
 from .data import load_pairs
@@ -41,10 +41,11 @@ def measure(verifier: Path, drafter: Path, sources: list[str], sizes: list[int],
     src = [tok.encode(s) + [ver.tokens["eos"]] for s in sources]
     best: dict = {}
     for _ in range(repeats):
-        seconds, reference, _ = timed(lambda b: greedy(ver, b), src)
+        seconds, reference, _ = timed(batch_runner("greedy", ver), src)
         best["greedy"] = min(best.get("greedy", float("inf")), seconds)
         for k in sizes:
-            seconds, outs, stats = timed(lambda b, k=k: gad(ver, dra, b, k=k), src)
+            # policy=False: every iteration verifies the whole block k, the size being chosen
+            seconds, outs, stats = timed(batch_runner("gad", ver, dra, policy=False, block=k), src)
             if outs != reference:
                 raise AssertionError(f"GAD with k={k} differs from greedy: the engine broke losslessness")
             iterations = sum(s.iterations for s in stats)

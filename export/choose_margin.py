@@ -34,7 +34,7 @@ import numpy as np
 import sacrebleu
 
 from pyfastdec.backends.native import NativeBackend
-from pyfastdec.decoding import greedy
+from pyfastdec.decoding.strategies import batch_runner
 from pyfastdec.text import Tokenizer
 
 from . import gec_score
@@ -57,9 +57,9 @@ def sweep(model_dir: Path, sources: list[str], refs: list[str], margins: list[fl
     ref_edits = [gec_score.edits(w, gec_score.words(r)) for w, r in zip(words, refs)]  # the same for every margin
     out = {}
     for margin in margins:
-        ids = []
+        ids, run = [], batch_runner("greedy", backend, edit_margin=margin)
         for start in range(0, len(src), BATCH):
-            ids += greedy(backend, src[start:start + BATCH], edit_margin=margin)[0]
+            ids += run(src[start:start + BATCH])[0]
         hyps = [tok.decode(o) for o in ids]
         counts = sentence_counts(words, hyps, ref_edits)
         totals = gec_score.Counts(*(int(x) for x in counts.sum(axis=0)))

@@ -24,9 +24,11 @@ import warnings
 
 import numpy as np
 
+from pyfastdec import sentence_units
 from pyfastdec.backends.base import Want
 from pyfastdec.decoding import DecodeStats, default_max_len
 from pyfastdec.decoding.prefix import PrefixedBackend, PrefixSource
+from pyfastdec.hypotheses import merge_stats
 from pyfastdec.size_limits import MAX_N_BEST, check_size
 
 
@@ -58,10 +60,8 @@ def first_tokens(translator, units: list, n: int, opts) -> list[list[int]]:
 
 def translate_alternatives(translator, items: list, prefixes, n: int, opts) -> tuple[list[list], DecodeStats]:
     """(per input, its list of up to n outputs as translate formats them; DecodeStats)."""
-    from pyfastdec.api import merge_stats  # api imports this module
-
-    prefix_ids = translator._prefix_ids(items, prefixes)
-    units, kinds, _ = translator._units(items, prefix_ids)
+    prefix_ids = sentence_units.prefix_ids(translator, items, prefixes)
+    units, kinds, _ = sentence_units.units(translator, items, prefix_ids)
     first: dict[int, object] = {}
     for unit in units:
         first.setdefault(unit.input, unit)

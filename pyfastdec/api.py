@@ -15,55 +15,45 @@ sentences): control characters become spaces, the text is split at sentence boun
 batched together by length; a line's outputs are rejoined in order with single spaces.
 A single sentence longer than the model's max_source_len is cut between words
 (text.cut_ids) and a LongInputWarning names the input.
+
+Around this module: sentence_units.py makes the units, translate_options.py checks a
+call's options, decoding/strategies.py (the strategy registry) says what each algorithm
+needs and runs it, hypotheses.py joins and scores the outputs.
 """
 from __future__ import annotations
 
-import math
 import os
 import warnings
-from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import NamedTuple, Optional, Sequence
+from typing import Optional, Sequence
 
-import numpy as np
-
+from pyfastdec import sentence_units
 from pyfastdec.alternatives import check_alternatives, translate_alternatives
-from pyfastdec.backends.base import Backend, Want
+from pyfastdec.backends.base import Backend
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.copy_through import CopyThrough, SourcePieces
-from pyfastdec.decoding import DecodeStats, beam_search, blockwise, default_max_len, gad, gad_plus, greedy, iad
-from pyfastdec.decoding.beam import RULES as BEAM_RULES
-from pyfastdec.decoding.bild import DEFAULT_FALLBACK, DEFAULT_ROLLBACK, MAX_ROLLBACK, bild
+from pyfastdec.decoding import DecodeStats, default_max_len, strategies
+from pyfastdec.decoding.draft_length import DraftLengthPolicy
 from pyfastdec.decoding.draft_or_plain import DraftOrPlain
-from pyfastdec.decoding.draft_length import AdaptiveDraftLength, DraftLengthPolicy
-from pyfastdec.decoding.logit_rules import LogitRules, RuledBackend, check_rules, check_rules_algo
+from pyfastdec.decoding.logit_rules import RuledBackend
 from pyfastdec.decoding.prefix import PrefixedBackend, PrefixSource
-from pyfastdec.decoding.sampling import check_sampling, sample
 from pyfastdec.decoding.source_draft_length import SourceDraftLength
+from pyfastdec.decoding.strategies import RULES_OWN, StrategyCall
 from pyfastdec.default_strategy import StrategyChoice, default_strategy
-from pyfastdec.model_dir import ModelDir, ModelDirError, check_shared_encoder, engine_edit_margin, is_edit_margin
+from pyfastdec.hypotheses import Hyp, ScoredOutput, forced_scores, from_beam, join_units, merge_stats, score
+from pyfastdec.model_dir import ModelDir, ModelDirError, check_shared_encoder
 from pyfastdec.repetition_guard import LoopCheck
 from pyfastdec.runtime import check_threads, default_threads
-from pyfastdec.size_limits import MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK, MAX_N_BEST, check_size
-from pyfastdec.text import (WORD_START, Tokenizer, clean_text, cut_ids, drop_invisible, load_tokenizer,
-                            sentences_with_ids)
-from pyfastdec.token_input import TEXT, as_kind, input_kind, token_ids
+from pyfastdec.sentence_units import LongInputWarning, Unit  # noqa: F401  (LongInputWarning: public here)
+from pyfastdec.text import WORD_START, Tokenizer, drop_invisible, load_tokenizer
+from pyfastdec.token_input import TEXT, as_kind
+from pyfastdec.translate_options import CallOptions, check_call
 
-ALGOS = ("greedy", "beam", "iad", "gad", "gad++", "blockwise", "bild", "bild-lossy")
-BILD_ALGOS = ("bild", "bild-lossy")
+# The algorithms algo= takes (the strategy registry's public entries), as the CLI offers them.
+ALGOS = strategies.names()
 COMPUTE_TYPES = ("int8", "float32")
 # The models shipped inside the package (pyfastdec/models/<name>), by role.
 DEFAULT_MODELS = {"translate": "en-de", "drafter": "en-de-drafter", "correct": "uk-gec"}
-
-
-class LongInputWarning(UserWarning):
-    """A sentence of input `index` longer than the model's max_source_len was cut between
-    words: n_ids is the longest such sentence's length (EOS included), chunks the number
-    of parts that input's over-long sentences were cut into."""
-
-    def __init__(self, message: str, index: int, n_ids: int, chunks: int, limit: int):
-        super().__init__(message)
-        self.index, self.n_ids, self.chunks, self.limit = index, n_ids, chunks, limit
 
 
 # ----------------------------------------------------------------------------- model paths
@@ -180,109 +170,6 @@ def load_checked(model: str | os.PathLike | ModelDir | None, drafter: str | os.P
     return model_dir, drafter_dir
 
 
-# ----------------------------------------------------------------------------- results
-@dataclass
-class _Hyp:
-    """One output hypothesis: the output ids of each unit of the input (sentence, or part
-    of a cut sentence), summed log-prob (EOS included) and the number of scored
-    positions, so the scores of units add up to a per-token average."""
-
-    chunks: list[list[int] | str]  # a str: a unit returned as it is (_Unit.keep)
-    logprob: float = 0.0
-    positions: int = 0
-
-
-def merge_stats(total: DecodeStats, part: DecodeStats, inputs: Sequence[int]) -> None:
-    """Add one batch's counters and times to `total`; part.hit_max_len holds batch row
-    indices, mapped here to input indices (`inputs[row]`)."""
-    for f in fields(DecodeStats):
-        if f.name == "hit_max_len":
-            total.hit_max_len = sorted(set(total.hit_max_len) | {int(inputs[r]) for r in part.hit_max_len})
-        elif f.name != "sentences":
-            setattr(total, f.name, getattr(total, f.name) + getattr(part, f.name))
-
-
-def forced_scores(backend: Backend, src_ids: list[list[int]], outs: list[list[int]],
-                  unfinished: Sequence[int] = ()) -> list[float]:
-    """Summed log-prob of each output followed by EOS under `backend` (teacher-forced in
-    one step per batch): the scores of strategies that do not score as they go. Rows in
-    `unfinished` (stopped at max_len) sum their tokens only, as beam search does."""
-    bos, eos, pad = backend.tokens["bos"], backend.tokens["eos"], backend.tokens["pad"]
-    width = 1 + max(len(o) for o in outs)
-    tokens = np.full((len(outs), width), pad, dtype=np.int64)
-    targets = np.full((len(outs), width), eos, dtype=np.int64)
-    for r, out in enumerate(outs):
-        tokens[r, :1 + len(out)] = [bos] + list(out)
-        targets[r, :len(out)] = out
-    state = backend.start(backend.encode(src_ids))
-    logp = backend.step(state, tokens, Want(argmax=False, ids=targets)).id_logprobs
-    cut = set(int(r) for r in unfinished)
-    return [float(np.sum(logp[r, :len(out) + (r not in cut)], dtype=np.float64)) for r, out in enumerate(outs)]
-
-
-def _check_text(index: int, text, what: str = "input") -> None:
-    """A TypeError or ValueError naming input `index` unless it is text that sentencepiece
-    can take: a str encodable as UTF-8 (a lone surrogate, e.g. from decoding with
-    errors="surrogateescape", is not; the CLI refuses such lines as invalid UTF-8 too)."""
-    if not isinstance(text, str):
-        raise TypeError(f"translate: {what} {index} is {type(text).__name__}, expected str")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise ValueError(f"translate: {what} {index}: lone surrogate {text[err.start]!r} at character {err.start} "
-                         f"(expected text encodable as UTF-8)") from None
-
-
-@dataclass
-class _Unit:
-    """One sequence to decode: its input's index, source ids + EOS, the target prefix ids
-    it continues (the first unit of an input only) and its key in the sampling seed."""
-
-    input: int
-    src: list[int]
-    prefix: list[int]
-    seed: tuple[int, int]
-    keep: str | None = None  # returned as it is instead of decoded (Corrector: text it cannot read)
-    source: SourcePieces | None = None  # Corrector: the source's original text, for copy-through
-
-
-@dataclass(frozen=True)
-class _Options:
-    """The checked options of one translate call (Translator._options)."""
-
-    algo: str  # one of ALGOS, or "sample"
-    beam_size: int
-    batch_size: int
-    n_best: int
-    scores: bool
-    block: Optional[int]
-    beta: int
-    tau: float
-    max_len: Optional[int]  # max_decoding_length
-    length_penalty: float
-    topk: int
-    temperature: float
-    seed: int
-    beam_rule: str = "pyfastdec"  # decoding/beam.py RULES
-    edit_margin: float = 0.0  # greedy / iad: the edit-margin rule (decoding/source_ngrams.py)
-    fallback: float = 0.0  # bild: the little model drafts while its top-1 probability is >= this
-    rollback: float = 0.0  # bild-lossy: nats a little token may be from the big model (decoding/bild.py)
-    repetition_guard: bool = False  # Corrector: a looping output comes back as its source (repetition_guard.py)
-    topp: float = 1.0  # sampling: the nucleus (decoding/sampling.py)
-    rules: LogitRules = LogitRules()  # repetition penalty, no-repeat n-grams, min length (decoding/logit_rules.py)
-
-
-class ScoredOutput(NamedTuple):
-    """One hypothesis of Translator.translate_scored: the output (its input's kind), the
-    summed log-prob of its tokens (EOS included when it ended there), how many tokens
-    that sum covers, and the score it is ranked by: logprob / tokens^length_penalty."""
-
-    output: object
-    logprob: float
-    tokens: int
-    score: float
-
-
 # ----------------------------------------------------------------------------- translator
 class Translator:
     """A model (and optional GAD drafter) on the native engine, translating raw text.
@@ -334,7 +221,7 @@ class Translator:
         self._iad_policy: SourceDraftLength | None = None
         self._heads_policy: SourceDraftLength | None = None
         # What translate() runs when no algo is given, and why (fastdec info prints it).
-        self.strategy: StrategyChoice = default_strategy(self.model_dir, self.drafter_dir, self._role, ALGOS)
+        self.strategy: StrategyChoice = default_strategy(self.model_dir, self.drafter_dir, self._role, strategies.names())
 
     # ---- public
     def translate(self, texts, algo: str | None = None, beam_size: int = 1, batch_size: int = 32,
@@ -492,215 +379,13 @@ class Translator:
                               edit_margin=edit_margin, repetition_guard=repetition_guard)
 
     # ---- internals
-    def _options(self, algo=None, beam_size=1, batch_size=32, n_best=1, return_scores=False, block=None,
-                 beta=1, tau=0.0, max_decoding_length=None, length_penalty=1.0, num_hypotheses=None,
-                 sampling_topk=1, sampling_temperature=1.0, sampling_seed=None, beam_rule="pyfastdec",
-                 edit_margin=None, target_prefix=None, fallback=None, rollback=None,
-                 repetition_guard=None, sampling_topp=1.0, repetition_penalty=1.0, no_repeat_ngram_size=0,
-                 min_decoding_length=0, return_alternatives=False) -> _Options:
-        """The checked options of one call; ValueError/TypeError naming the bad one."""
-        if return_alternatives:  # translate takes it before calling here
-            raise ValueError("return_alternatives=True: only Translator.translate returns alternatives (a list of "
-                             "outputs per input)")
-        if num_hypotheses is not None:
-            if n_best != 1 and n_best != num_hypotheses:
-                raise ValueError(f"n_best={n_best} and num_hypotheses={num_hypotheses}: two names for the same "
-                                 f"option, give one")
-            n_best = num_hypotheses
-        check_sampling(sampling_topk, sampling_temperature, self.verifier.vocab_size, sampling_topp)
-        sampling = sampling_topk != 1
-        rules = check_rules(repetition_penalty, no_repeat_ngram_size, min_decoding_length,
-                            max_decoding_length if isinstance(max_decoding_length, (int, np.integer)) else None)
-        if algo is None:
-            algo = "beam" if beam_size > 1 else "sample" if sampling else self.strategy.algo
-        elif sampling:
-            if algo != "greedy":
-                raise ValueError(f"sampling_topk={sampling_topk}: random sampling is greedy-style; it needs "
-                                 f"algo 'greedy' (or none), got {algo!r}")
-            algo = "sample"
-        if rules.active:  # _decode_rows rules every step (RuledBackend)
-            check_rules_algo(algo, edit_margin)
-            edit_margin = 0.0
-        if algo == "sample" and beam_size > 1:
-            raise ValueError(f"sampling_topk={sampling_topk} with beam_size={beam_size}: sampling draws one "
-                             f"token per step; use beam_size=1")
-        self._check_options("greedy" if algo == "sample" else algo, beam_size, batch_size, n_best, block, beta, tau)
-        if max_decoding_length is not None:
-            if isinstance(max_decoding_length, bool) or not isinstance(max_decoding_length, (int, np.integer)) \
-                    or max_decoding_length < 1:
-                raise ValueError(f"max_decoding_length must be an int >= 1 (output tokens, the target prefix "
-                                 f"included, EOS not counted), got {max_decoding_length!r}")
-        if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) \
-                or not math.isfinite(length_penalty):
-            raise ValueError(f"length_penalty must be a finite number, got {length_penalty!r}")
-        if beam_rule not in BEAM_RULES:
-            raise ValueError(f"beam_rule must be one of {', '.join(map(repr, BEAM_RULES))}, got {beam_rule!r}")
-        if sampling_seed is not None and (isinstance(sampling_seed, bool)
-                                          or not isinstance(sampling_seed, (int, np.integer)) or sampling_seed < 0):
-            raise ValueError(f"sampling_seed must be an int >= 0 or None, got {sampling_seed!r}")
-        # Fresh entropy only when sampling: the OS call is a cost every other call would pay for nothing.
-        seed = int(sampling_seed) if sampling_seed is not None else \
-            int(np.random.SeedSequence().entropy) if algo == "sample" else 0
-        return _Options(algo, beam_size, batch_size, n_best, return_scores, block, beta, tau,
-                        None if max_decoding_length is None else int(max_decoding_length), float(length_penalty),
-                        int(sampling_topk), float(sampling_temperature), seed, beam_rule,
-                        self._edit_margin(algo, edit_margin, target_prefix), *self._bild(algo, fallback, rollback),
-                        self._repetition_guard(algo, repetition_guard, target_prefix), float(sampling_topp), rules)
-
-    def _repetition_guard(self, algo: str, guard, target_prefix) -> bool:
-        """Whether a call reverts looping outputs to their sources: a correction rule, on by
-        default for a Corrector's greedy and IAD (the outputs the rule was measured on)."""
-        if guard is None:
-            return self._role == "correct" and algo in ("greedy", "iad") and target_prefix is None
-        if not isinstance(guard, (bool, np.bool_)):
-            raise TypeError(f"repetition_guard must be True, False or None, got {guard!r}")
-        if guard and self._role != "correct":
-            raise ValueError("repetition_guard=True: a looping output is reverted to its source, which only a "
-                             "correction model's output may be (use Corrector)")
-        if guard and algo not in ("greedy", "iad"):
-            raise ValueError(f"repetition_guard=True applies to algo 'greedy' and 'iad' only, got {algo!r}")
-        if guard and target_prefix is not None:
-            raise ValueError("repetition_guard=True with target_prefix: a reverted output would lose its prefix; "
-                             "give one or the other")
-        return bool(guard)
-
-    def _bild(self, algo: str, fallback, rollback) -> tuple[float, float]:
-        """The checked (fallback, rollback) of a call: explicit, or the little model's own
-        (config.json decoding; bild.DEFAULT_FALLBACK without). bild is lossless (rollback 0)."""
-        if algo not in BILD_ALGOS:
-            if fallback is not None or rollback is not None:
-                raise ValueError(f"fallback={fallback}, rollback={rollback}: BiLD thresholds apply to algo "
-                                 f"'bild' and 'bild-lossy' only, got {algo!r}")
-            return 0.0, 0.0
-        own = self.drafter_dir.config.bild or {}
-        if algo == "bild":
-            if rollback:
-                raise ValueError(f"rollback={rollback}: algo 'bild' is lossless (rollback 0); use 'bild-lossy'")
-            rollback, default = 0.0, own.get("fallback", DEFAULT_FALLBACK)
-        else:
-            default = own.get("lossy_fallback", DEFAULT_FALLBACK)
-            rollback = own.get("rollback", DEFAULT_ROLLBACK) if rollback is None else rollback
-        fallback = default if fallback is None else fallback
-        for name, value, top in (("fallback", fallback, 1.0), ("rollback", rollback, MAX_ROLLBACK)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= top:
-                raise ValueError(f"{name} must be a number in [0, {top:.4g}], got {value!r}")
-        return float(fallback), float(rollback)
-
-    def _edit_margin(self, algo: str, edit_margin, target_prefix) -> float:
-        """The checked edit margin of a call: explicit, or the model's own for greedy/iad."""
-        if edit_margin is None:
-            if algo not in ("greedy", "iad") or target_prefix is not None:
-                return 0.0
-            return engine_edit_margin(self.model_dir.config.edit_margin)
-        if not is_edit_margin(edit_margin):
-            raise ValueError(f"edit_margin must be a number >= 0 (nats; inf: never edit), got {edit_margin!r}")
-        if edit_margin and algo not in ("greedy", "iad"):
-            raise ValueError(f"edit_margin={edit_margin}: the edit-margin rule applies to algo 'greedy' and 'iad' "
-                             f"only, got {algo!r}")
-        if edit_margin and target_prefix is not None:
-            raise ValueError(f"edit_margin={edit_margin} with target_prefix: the rule aligns the output with its "
-                             f"source from the first token; give one or the other")
-        return engine_edit_margin(edit_margin)
-
-    def _check_options(self, algo, beam_size, batch_size, n_best, block, beta, tau) -> None:
-        if algo not in ALGOS:
-            raise ValueError(f"algo must be one of {', '.join(ALGOS)}, got {algo!r}")
-        check_size("beam_size", beam_size, MAX_BEAM_SIZE)
-        check_size("batch_size", batch_size, MAX_BATCH_SIZE)
-        check_size("n_best", n_best, MAX_N_BEST)
-        if algo != "beam" and (beam_size > 1 or n_best > 1):
-            raise ValueError(f"beam_size={beam_size}, n_best={n_best}: beam sizes and n-best lists need algo='beam'")
-        if n_best > beam_size:
-            raise ValueError(f"n_best={n_best} exceeds beam_size={beam_size}")
-        if algo == "blockwise" and not self.verifier.proposal_heads:
-            raise ValueError(f"algo 'blockwise' needs proposal heads in the model: {self.model_dir.path}/config.json "
-                             f"has no \"heads\" (add them with python -m export.train_heads), or use algo='greedy'")
-        if algo in BILD_ALGOS and (self.drafter is None or self.drafter.arch != "transformer"):
-            raise ValueError(f"algo {algo!r} needs a little model: Translator(model, drafter='path/to/little') "
-                             f"(CLI: --drafter DIR), an autoregressive model with config.json encoder.shared "
-                             f"(export.train_shared little); or use algo='greedy'")
-        if algo in ("gad", "gad++"):
-            if self.drafter is None or self.drafter.arch != "nat-drafter":
-                raise ValueError(f"algo {algo!r} needs a drafter (arch nat-drafter): "
-                                 f"Translator(model, drafter='path/to/drafter') (CLI: --drafter DIR), or use algo='greedy'")
-            if block is not None:
-                check_size("block", block, MAX_BLOCK)
-            if algo == "gad++":
-                check_size("beta", beta, MAX_BETA)
-        elif block is not None:
-            raise ValueError(f"block={block}: a draft block size applies to algo 'gad' and 'gad++' only")
-        if algo != "gad++" and (beta != 1 or tau != 0.0):
-            raise ValueError(f"beta={beta}, tau={tau}: acceptance thresholds apply to algo 'gad++' only")
+    def _options(self, *args, **options) -> CallOptions:
+        """The checked options of one call (translate_options.py); ValueError/TypeError naming the bad one."""
+        return check_call(self, *args, **options)
 
     def _target_tokenizer(self) -> Tokenizer:
         # A model with a separate target sentencepiece model encodes prefixes with it.
         return getattr(self, "target_tokenizer", None) or self.tokenizer
-
-    def _prefix_ids(self, items: list, prefixes) -> list[list[int]]:
-        """The target prefix ids of every input ([] without one); errors name the input."""
-        if prefixes is None:
-            return [[] for _ in items]
-        if isinstance(prefixes, (str, bytes)) or not isinstance(prefixes, Sequence):
-            raise TypeError(f"translate: target_prefix is {type(prefixes).__name__}, expected a list with one "
-                            f"prefix (None, text, pieces or ids) per input")
-        if len(prefixes) != len(items):
-            raise ValueError(f"translate: {len(prefixes)} target prefixes for {len(items)} inputs (expected one "
-                             f"per input; None for no prefix)")
-        ids = []
-        for i, p in enumerate(prefixes):
-            if p is None:
-                ids.append([])
-                continue
-            kind = input_kind(i, p, "target_prefix")
-            if kind == TEXT:
-                _check_text(i, p, "target_prefix")
-                ids.append(self._target_tokenizer().encode(clean_text(p)))
-            else:
-                ids.append(token_ids(i, p, kind, self._target_tokenizer(), self.verifier.vocab_size, "target_prefix"))
-        return ids
-
-    def _units(self, items: list, prefixes: list[list[int]], offset: int = 0
-               ) -> tuple[list[_Unit], list[str], list[LongInputWarning]]:
-        """Every unit to decode (in input then sentence order), the kind of every input,
-        and a warning per input with a sentence that had to be cut (indices shifted by
-        `offset`, the position of items[0] in a stream). Empty inputs give no unit, unless
-        they have a target prefix: then one with an empty source."""
-        units, kinds, cuts = [], [], []
-        for i, item in enumerate(items):
-            kind = input_kind(i + offset, item)
-            kinds.append(kind)
-            keeps: list[str | None] = []
-            sources: list[SourcePieces | None] = []  # per chunk
-            if kind == TEXT:
-                _check_text(i + offset, item)
-                found = sentences_with_ids(self._source_text(clean_text(item)), self.tokenizer,
-                                           self.max_source_len - 1)
-                sentences = [chunks for _, chunks in found]
-                keeps = [self._kept_as_is(sentence, chunks) for sentence, chunks in found]
-                sources = [source for (sentence, chunks), keep in zip(found, keeps)
-                           for source in self._copy_sources(sentence, chunks, keep)]
-            else:
-                ids = token_ids(i + offset, item, kind, self.tokenizer, self.verifier.vocab_size)
-                sentences = [cut_ids(ids, self.max_source_len - 1, self.tokenizer.starts_word)] if ids else []
-            keeps = keeps or [None] * len(sentences)
-            cut = [chunks for chunks, keep in zip(sentences, keeps) if len(chunks) > 1 and keep is None]
-            if cut:
-                n_ids = max(sum(len(c) for c in chunks) for chunks in cut) + 1
-                parts = sum(len(chunks) for chunks in cut)
-                cuts.append(LongInputWarning(
-                    f"input {i + offset}: a sentence of {n_ids} source tokens exceeds the model's max_source_len "
-                    f"{self.max_source_len}; cut between words into {parts} parts, translated separately "
-                    f"and joined with a space", index=i + offset, n_ids=n_ids, chunks=parts,
-                    limit=self.max_source_len))
-            chunks = [c for s in sentences for c in s]
-            # a kept sentence cut into chunks comes back once, with its first chunk
-            kept = [keep if j == 0 or keep is None else "" for s, keep in zip(sentences, keeps) for j in range(len(s))]
-            sources = sources or [None] * len(chunks)
-            if not chunks and prefixes[i]:
-                chunks, kept, sources = [[]], [None], [None]
-            units += [_Unit(i, c + [self.eos], prefixes[i] if k == 0 else [], (i + offset, k), keep, source)
-                      for k, (c, keep, source) in enumerate(zip(chunks, kept, sources))]
-        return units, kinds, cuts
 
     def _kept_as_is(self, sentence: str, chunks: list[list[int]]) -> str | None:
         """The text to return for a sentence instead of decoding it (Corrector), or None."""
@@ -724,9 +409,9 @@ class Translator:
         (Corrector: copy_through.py), or None: the output ids are decoded."""
         return [None] * len(chunks)
 
-    def _run(self, items: list, prefixes, opts: _Options, offset: int = 0):
-        """(n-best _Hyp list per input, kinds, DecodeStats, warnings) of one call."""
-        prefix_ids = self._prefix_ids(items, prefixes)
+    def _run(self, items: list, prefixes, opts: CallOptions, offset: int = 0):
+        """(n-best Hyp list per input, kinds, DecodeStats, warnings) of one call."""
+        prefix_ids = sentence_units.prefix_ids(self, items, prefixes)
         for i, ids in enumerate(prefix_ids):
             if opts.max_len is not None and len(ids) > opts.max_len:
                 # The limit counts the prefix: returning it whole would exceed the limit, cutting
@@ -734,14 +419,14 @@ class Translator:
                 raise ValueError(f"target_prefix: input {i + offset} has {len(ids)} tokens, more than "
                                  f"max_decoding_length={opts.max_len} (which counts the prefix); raise "
                                  f"max_decoding_length or shorten the prefix")
-        units, kinds, splits = self._units(items, prefix_ids, offset)
+        units, kinds, splits = sentence_units.units(self, items, prefix_ids, offset)
         stats = DecodeStats(sentences=len(items))
-        unit_hyps: list[list[_Hyp]] = [[] for _ in units]
+        unit_hyps: list[list[Hyp]] = [[] for _ in units]
         # Longest first: a batch holds similar lengths, and the biggest one comes first.
         order = sorted(range(len(units)), key=lambda u: -len(units[u].src))
         for u, unit in enumerate(units):
             if unit.keep is not None:
-                unit_hyps[u] = [_Hyp([unit.keep])]
+                unit_hyps[u] = [Hyp([unit.keep])]
         order = [u for u in order if units[u].keep is None]
         for start in range(0, len(order), opts.batch_size):
             batch = [units[u] for u in order[start:start + opts.batch_size]]
@@ -755,36 +440,26 @@ class Translator:
             release = getattr(backend, "release_scratch", None)
             if release is not None:
                 release()
-        per_input: list[list[list[_Hyp]]] = [[] for _ in items]  # input -> units -> n-best
+        per_input: list[list[list[Hyp]]] = [[] for _ in items]  # input -> units -> n-best
         for unit, h in zip(units, unit_hyps):
             if unit.source is not None:  # text now: what copied the source is the source's own text
-                h = [_Hyp([self._copy_through.text(unit.source, x.chunks[0])], x.logprob, x.positions) for x in h]
+                h = [Hyp([self._copy_through.text(unit.source, x.chunks[0])], x.logprob, x.positions) for x in h]
             per_input[unit.input].append(h)
-        return [self._join(u) for u in per_input], kinds, stats, splits
+        return [join_units(u) for u in per_input], kinds, stats, splits
 
-    def _policy(self, block: int | None) -> DraftLengthPolicy | None:
-        """No block given: the drafter drafts its block_size and a draft-length policy,
-        kept for this Translator's lifetime so it learns the costs once, decides how much
-        of it to verify (decoding/draft_length.py). A given block is used as is."""
-        if block is not None:
-            return None
-        if self._draft_policy is None:
-            self._draft_policy = AdaptiveDraftLength(self.drafter.block_size)
-        return self._draft_policy
-
-    def _decode_batch(self, units: list[_Unit], opts: _Options) -> tuple[list[list[_Hyp]], DecodeStats]:
+    def _decode_batch(self, units: list[Unit], opts: CallOptions) -> tuple[list[list[Hyp]], DecodeStats]:
         """The n-best hypotheses of every unit of a batch (prefix included) and the batch's
         statistics (hit_max_len as batch rows). Units whose prefix already fills their
         length limit are not decoded: the prefix is their output."""
         limits = [(opts.max_len or default_max_len(len(u.src))) - len(u.prefix) for u in units]
         run = [r for r, n in enumerate(limits) if n >= 1]
-        hyps: list[list[_Hyp]] = [[_Hyp([list(u.prefix)])] for u in units]
+        hyps: list[list[Hyp]] = [[Hyp([list(u.prefix)])] for u in units]
         if len(run) < len(units) and opts.scores:
             full = [r for r in range(len(units)) if r not in set(run)]
             logps = forced_scores(self._scorer(opts), [units[r].src for r in full], [units[r].prefix for r in full],
                                   range(len(full)))  # prefixes cut short: no EOS scored
             for r, lp in zip(full, logps):
-                hyps[r] = [_Hyp([list(units[r].prefix)], lp, len(units[r].prefix) + 1)]
+                hyps[r] = [Hyp([list(units[r].prefix)], lp, len(units[r].prefix) + 1)]
         if not run:
             return hyps, DecodeStats(sentences=len(units), hit_max_len=list(range(len(units))))
         prefixed = any(units[r].prefix for r in run)
@@ -797,66 +472,37 @@ class Translator:
             hyps[r] = h
         return hyps, stats
 
-    def _decode_rows(self, src: list, opts: _Options, max_len, seeds, prefixed: bool
-                     ) -> tuple[list[list[_Hyp]], DecodeStats]:
+    def _decode_rows(self, src: list, opts: CallOptions, max_len, seeds, prefixed: bool
+                     ) -> tuple[list[list[Hyp]], DecodeStats]:
         verifier, drafter = self.verifier, self.drafter
         if prefixed:  # decoding/prefix.py: every strategy starts after its rows' prefixes
             verifier = PrefixedBackend(verifier)
             drafter = None if drafter is None else PrefixedBackend(drafter)
         prefixes = [getattr(s, "target_prefix", []) for s in src]
-        algo = opts.algo
+        strategy = strategies.get(opts.algo)
         if opts.rules.active:  # every step's distribution ruled; lossless strategies: greedy in their place
             verifier = RuledBackend(verifier, opts.rules)
-            algo = algo if algo in ("beam", "sample") else "greedy"
-        if algo == "beam":
-            results, stats = beam_search(verifier, src, beam_size=opts.beam_size, nbest=opts.n_best,
-                                         alpha=opts.length_penalty, max_len=max_len, rule=opts.beam_rule)
-            # score = logprob / positions^alpha: the sum comes back exactly. Positions count
-            # EOS, or (default rule) the EOS a hypothesis cut at max_len is scored as if it had.
-            cut_extra = 0 if opts.beam_rule == "hf" else 1
-
-            def positions(h):
-                return len(h.tokens) + (1 if h.finished else cut_extra)
+            strategy = strategy if strategy.rules == RULES_OWN else strategies.get("greedy")
+        # A strategy's cost policy lives as long as this Translator: its costs are learnt once.
+        policy = None if strategy.policy is None else strategy.policy.get(self, opts)
+        outs, stats = strategy.run(StrategyCall(verifier, drafter, src, max_len, opts, seeds, policy))
+        if strategy.hypotheses:  # beam search: n-best lists, scored as it went
             prefix_logps = [getattr(s, "prefix_logprob", 0.0) for s in src]
             if prefixed and opts.rules.active:  # the prefix's tokens scored under the rules too
                 prefix_logps = forced_scores(self._scorer(opts), [list(s) for s in src], prefixes, range(len(src)))
-            hyps = [[_Hyp([p + h.tokens], h.score * positions(h) ** opts.length_penalty + lp, len(p) + positions(h))
-                     for h in r] or [_Hyp([list(p)])] for r, p, lp in zip(results, prefixes, prefix_logps)]
+            hyps = from_beam(outs, prefixes, prefix_logps, opts.length_penalty, opts.beam_rule)
             if prefixed:  # the search normalised by the length after the prefix; rank by the whole output's
                 hyps = [sorted(h, key=lambda x: -self._score(x, opts)) for h in hyps]
             return hyps, stats
-        if algo == "sample":
-            outs, stats = sample(verifier, src, [[opts.seed, *key] for key in seeds], opts.topk,
-                                 opts.temperature, max_len, topp=opts.topp)
-        elif algo == "greedy":
-            outs, stats = greedy(verifier, src, max_len, edit_margin=opts.edit_margin)
-        elif algo == "iad":
-            if self._iad_policy is None:  # one for the Translator's lifetime: costs are learnt once
-                self._iad_policy = SourceDraftLength(self.max_source_len)
-            outs, stats = iad(verifier, src, max_len, policy=self._iad_policy, edit_margin=opts.edit_margin)
-        elif algo == "blockwise":
-            if self._heads_policy is None:  # one for the Translator's lifetime: costs are learnt once
-                self._heads_policy = SourceDraftLength(self.verifier.proposal_heads)
-            outs, stats = blockwise(verifier, src, max_len, policy=self._heads_policy)
-        elif algo in BILD_ALGOS:
-            if self._bild_policy is None:  # one for the Translator's lifetime: costs are learnt once
-                self._bild_policy = DraftOrPlain()
-            outs, stats = bild(verifier, drafter, src, fallback=opts.fallback, rollback=opts.rollback,
-                               max_len=max_len, policy=self._bild_policy)
-        elif algo == "gad":
-            outs, stats = gad(verifier, drafter, src, k=opts.block, max_len=max_len, policy=self._policy(opts.block))
-        else:
-            outs, stats = gad_plus(verifier, drafter, src, beta=opts.beta, tau=opts.tau, k=opts.block,
-                                   max_len=max_len, policy=self._policy(opts.block))
         outs = [list(p) + o for p, o in zip(prefixes, outs)]
-        if opts.repetition_guard:  # no prefixes here (_repetition_guard)
+        if opts.repetition_guard:  # no prefixes here (translate_options.check_repetition_guard)
             outs = self._revert_loops(src, outs, stats)
         logps = (forced_scores(self._scorer(opts), [list(s) for s in src], outs, stats.hit_max_len) if opts.scores
                  else [0.0] * len(outs))
         # len + 1 even for rows cut at max_len (no EOS scored), as beam search normalises them
-        return [[_Hyp([o], lp, len(o) + 1)] for o, lp in zip(outs, logps)], stats
+        return [[Hyp([o], lp, len(o) + 1)] for o, lp in zip(outs, logps)], stats
 
-    def _scorer(self, opts: _Options) -> Backend:
+    def _scorer(self, opts: CallOptions) -> Backend:
         """What scores outputs teacher-forced: the model, or with rules its ruled distribution."""
         return RuledBackend(self.verifier, opts.rules) if opts.rules.active else self.verifier
 
@@ -876,33 +522,18 @@ class Translator:
         stats.hit_max_len = [row for row in stats.hit_max_len if row not in reverted]
         return guarded
 
-    def _join(self, units: list[list[_Hyp]]) -> list[_Hyp]:
-        """The n-best list of one input from those of its units: the k-th hypotheses of
-        every unit joined (as many as the shortest unit list has); an input without
-        units (empty) gives one empty hypothesis."""
-        if not units:
-            return [_Hyp([[]])]
-        if len(units) == 1:
-            return units[0]
-        joined = []
-        for k in range(min(len(u) for u in units)):
-            parts = [u[k] for u in units]
-            joined.append(_Hyp([c for p in parts for c in p.chunks], sum(p.logprob for p in parts),
-                               sum(p.positions for p in parts)))
-        return joined
-
-    def _output(self, hyp: _Hyp, kind: str):
+    def _output(self, hyp: Hyp, kind: str):
         if kind != TEXT:
             return as_kind([t for c in hyp.chunks for t in c], kind, self._target_tokenizer())
         return " ".join(t for t in (c if isinstance(c, str) else self._target_tokenizer().decode(c)
                                     for c in hyp.chunks) if t)
 
     @staticmethod
-    def _score(hyp: _Hyp, opts: _Options) -> float:
-        return hyp.logprob / hyp.positions ** opts.length_penalty if hyp.positions else 0.0
+    def _score(hyp: Hyp, opts: CallOptions) -> float:
+        return score(hyp, opts.length_penalty)
 
-    def _format(self, hyps: list[_Hyp], kind: str, opts: _Options):
-        def one(h: _Hyp):
+    def _format(self, hyps: list[Hyp], kind: str, opts: CallOptions):
+        def one(h: Hyp):
             out = self._output(h, kind)
             return (out, self._score(h, opts)) if opts.scores else out
         return one(hyps[0]) if opts.n_best == 1 else [one(h) for h in hyps[:opts.n_best]]

@@ -18,7 +18,7 @@ import numpy as np
 from pyfastdec.backends.base import Want
 from pyfastdec.size_limits import MAX_BATCH_SIZE, check_size
 from pyfastdec.text import clean_text
-from pyfastdec.token_input import IDS, PIECES, TEXT, as_kind, input_kind, token_ids
+from pyfastdec.token_input import IDS, PIECES, TEXT, as_kind, check_text, input_kind, token_ids
 
 MAX_TARGET_TOKENS = 1024  # CTranslate2's default max_input_length; a bound on one row's memory
 
@@ -39,8 +39,7 @@ def _ids(translator, index: int, item, what: str, tokenizer) -> tuple[list[int],
     try:
         kind = input_kind(index, item, what)
         if kind == TEXT:
-            from pyfastdec.api import _check_text
-            _check_text(index, item, what)
+            check_text(index, item, what)
             return tokenizer.encode(clean_text(item)), kind
         return token_ids(index, item, kind, tokenizer, translator.verifier.vocab_size, what), kind
     except (TypeError, ValueError) as err:  # their messages name translate; this is score_batch

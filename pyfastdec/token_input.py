@@ -63,3 +63,16 @@ def as_kind(ids: list[int], kind: str, tokenizer: Tokenizer):
     if kind == IDS:
         return [int(t) for t in ids]
     return [tokenizer.piece(t) for t in ids]
+
+
+def check_text(index: int, text, what: str = "input") -> None:
+    """A TypeError or ValueError naming input `index` unless it is text that sentencepiece
+    can take: a str encodable as UTF-8 (a lone surrogate, e.g. from decoding with
+    errors="surrogateescape", is not; the CLI refuses such lines as invalid UTF-8 too)."""
+    if not isinstance(text, str):
+        raise TypeError(f"translate: {what} {index} is {type(text).__name__}, expected str")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(f"translate: {what} {index}: lone surrogate {text[err.start]!r} at character {err.start} "
+                         f"(expected text encodable as UTF-8)") from None

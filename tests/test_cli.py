@@ -17,7 +17,8 @@ pytest.importorskip("torch", reason="the tiny models need the 'test' extra (torc
 
 from test_api import SHORT_SOURCE, models, sentences, translator  # noqa: E402,F401  (fixtures)
 from child_python import child_env  # noqa: E402
-from pyfastdec import api, cli, cpu_info  # noqa: E402
+from pyfastdec import cli, cpu_info  # noqa: E402
+from pyfastdec.decoding import strategies  # noqa: E402
 from pyfastdec.decoding.draft_length import FixedDraftLength  # noqa: E402
 from pyfastdec.jobs import workers  # noqa: E402
 
@@ -28,7 +29,7 @@ TEXTS = sentences(6, seed=21)
 def fixed_draft_lengths(monkeypatch):
     """The CLI's translators draft with the default policy, which decides from measured
     times: in process, it cycles through every path instead (subprocesses pass --block)."""
-    monkeypatch.setattr(api, "AdaptiveDraftLength", lambda k_max: FixedDraftLength(k_max, [k_max, 0, 1]))
+    monkeypatch.setattr(strategies, "AdaptiveDraftLength", lambda k_max: FixedDraftLength(k_max, [k_max, 0, 1]))
 LINES = [TEXTS[0], "", TEXTS[1], TEXTS[2], "", "", TEXTS[3], TEXTS[4], TEXTS[5]]  # empty lines inside
 
 

@@ -59,17 +59,17 @@ def test_bild_by_default_runs_the_little_models_lossless_threshold(monkeypatch):
     the speed and passed every output check, so the thresholds passed are checked here."""
     import json
 
-    import pyfastdec.api as api
+    from pyfastdec.decoding import strategies
 
     decoding = json.loads((MODELS / "en-de-little" / "config.json").read_text())["decoding"]
     assert decoding["fallback"] != decoding["lossy_fallback"] and decoding["rollback"] > 0
-    calls, real = [], api.bild
+    calls, real = [], strategies.bild
 
     def recording(*args, **kw):
         calls.append((kw["fallback"], kw["rollback"]))
         return real(*args, **kw)
 
-    monkeypatch.setattr(api, "bild", recording)
+    monkeypatch.setattr(strategies, "bild", recording)
     big = Translator(MODELS / "en-de-big", MODELS / "en-de-little", threads=1)
     greedy = big.translate(SOURCES, algo="greedy")
     assert big.translate(SOURCES) == greedy and big.translate(SOURCES, algo="bild", batch_size=5) == greedy

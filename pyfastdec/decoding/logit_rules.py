@@ -178,12 +178,12 @@ class RuledBackend:
         return out
 
 
-def check_rules_algo(algo: str, edit_margin) -> None:
+def check_rules_algo(algo: str, edit_margin, lossy: bool) -> None:
     """ValueError unless a call with active rules can run them: greedy, beam search and
     sampling do, and the lossless strategies run greedy with them in their place (their
     output is greedy's, so with the rules it must be greedy's with the rules). The lossy
-    strategies refuse."""
-    if algo in ("gad++", "bild-lossy"):
+    strategies (lossy: the strategy registry's RULES_REFUSED) refuse."""
+    if lossy:
         raise ValueError(f"repetition_penalty, no_repeat_ngram_size and min_decoding_length apply to greedy "
                          f"decoding, beam search, sampling and the lossless strategies (which then run greedy), "
                          f"got algo {algo!r}")
