@@ -39,9 +39,10 @@ try:
         import numpy as np
 
         from pyfastdec._version import __version__
-        from pyfastdec.api import ALGOS, DEFAULT_MODELS, load_checked, merge_stats, packaged_model_path
+        from pyfastdec.api import ALGOS, DEFAULT_MODELS, load_checked, packaged_model_path
         from pyfastdec.decoding import DecodeStats
         from pyfastdec.decoding.beam import RULES as BEAM_RULES
+        from pyfastdec.hypotheses import merge_stats
         from pyfastdec.default_strategy import StrategyChoice, default_strategy
         from pyfastdec.jobs.interrupts import Terminated, raise_terminated
         from pyfastdec.jobs.lines import InputLines, LineWriter, print_out, stdout_to_devnull

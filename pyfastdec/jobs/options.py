@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from pyfastdec.api import Corrector, Translator
+from pyfastdec.decoding import strategies
 from pyfastdec.model_dir import ModelDir
 
 
@@ -78,32 +79,4 @@ class DecodeOptions:
         return kw
 
     def describe(self) -> str:
-        parts = [f"algo {self.algo}", f"batch size {self.batch_size}"]
-        if self.algo == "beam":
-            parts.append(f"beam size {self.beam_size}, n-best {self.n_best}")
-        if self.algo in ("gad", "gad++"):
-            parts.append(f"block {self.block if self.block is not None else 'drafter default'}")
-        if self.algo == "gad++":
-            beta, tau = (1 if self.beta is None else self.beta), (0.0 if self.tau is None else self.tau)
-            parts.append(f"beta {beta}, tau {tau}")
-        if self.sampling_topk != 1:
-            parts.append(f"sampling top-{self.sampling_topk or 'all'}, temperature {self.sampling_temperature}, "
-                         f"seed {self.sampling_seed}")
-        if self.edit_margin is not None:
-            parts.append(f"edit margin {self.edit_margin}")
-        if (self.repetition_penalty, self.no_repeat_ngram_size, self.min_decoding_length) != (1.0, 0, 0):
-            parts.append(f"repetition penalty {self.repetition_penalty}, no repeat n-gram size "
-                         f"{self.no_repeat_ngram_size}, min decoding length {self.min_decoding_length}")
-        if self.repetition_guard is False:
-            parts.append("no repetition guard")
-        if self.algo in ("bild", "bild-lossy"):
-            parts.append(f"fallback {'model default' if self.fallback is None else self.fallback}")
-        if self.algo == "bild-lossy":
-            parts.append(f"rollback {'model default' if self.rollback is None else self.rollback}")
-        if self.max_decoding_length is not None:
-            parts.append(f"max decoding length {self.max_decoding_length}")
-        if self.length_penalty != 1.0:
-            parts.append(f"length penalty {self.length_penalty}")
-        if self.algo == "beam" and self.beam_rule != "pyfastdec":
-            parts.append(f"beam rule {self.beam_rule}")
-        return ", ".join(parts)
+        return strategies.describe(self)
