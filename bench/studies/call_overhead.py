@@ -1,6 +1,6 @@
 """Where encode, a batch-1 step and a translate call spend their time outside the GEMMs.
 
-    python -m bench.call_overhead [--model models/en-de] [--sentences 300] [--out FILE.json]
+    python -m bench.studies.call_overhead [--model models/en-de] [--sentences 300] [--out FILE.json]
 
 1 thread. Figures (issue 12, items 5 and 5a):
   encode ms at 2/16/64 source ids (EOS included; the ids are real test_2016_flickr
@@ -33,7 +33,7 @@ import numpy as np
 
 from pyfastdec import kernels
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ENCODE_LENGTHS = (2, 16, 64)
 STEP_SOURCE_LENGTH = 16
 STEPS = 20

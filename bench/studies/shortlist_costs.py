@@ -3,7 +3,7 @@ ShortlistCosts::measured), measured on this machine with the engine's own kernel
 thread, on the output layer's shape (N = 8000, K = 256) and real candidate lists (the
 shortlist of --model on Multi30k sentences).
 
-    python -m bench.shortlist_costs [--model models/en-de-attn] [--rows 32] [--repeats 200]
+    python -m bench.studies.shortlist_costs [--model models/en-de-attn] [--rows 32] [--repeats 200]
 
 Prints ns per (column x 256 of K): the per-row kernel (each row its own list), the union
 GEMM's streaming and per-row parts (fitted from M = 1 and M = rows), packing a gathered
