@@ -45,7 +45,8 @@ def run_isolated(module: str, spec: dict, env: dict | None = None, timeout: floa
         if home != REPO_ROOT:
             # We measure an installed pyfastdec (pytest over a `pip install .`, whose
             # conftest pins it): so does the child. Its folder goes first, and the
-            # checkout, `python -m`'s working directory, is not put ahead of it.
+            # checkout, `python -m`'s working directory, is not put ahead of it
+            # (PYTHONSAFEPATH: Python 3.11+, what CI runs; 3.10 ignores it).
             child_env["PYTHONPATH"] = os.pathsep.join([str(home), child_env["PYTHONPATH"]])
             child_env["PYTHONSAFEPATH"] = "1"
         try:
