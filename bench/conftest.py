@@ -10,7 +10,8 @@ Two things differ from tests/conftest.py:
   one found: later re-insertions of the root cannot replace a module already imported.
 - The pytest-benchmark suites (test_bench_*.py) time nothing unless asked to: plain
   `pytest` runs each benchmarked call once, as a test. `pytest bench/ --benchmark-only`
-  (or `--benchmark-enable`) times them, as before.
+  (or `--benchmark-enable`) times them, as before, every suite: the default `-m 'not
+  slow'` would otherwise drop test_bench_step.py, whose models take a while to build.
 """
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ if not any((ROOT / "pyfastdec" / f"_engine{suffix}").is_file() for suffix in EXT
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     # Before pytest-benchmark's own pytest_configure (trylast) reads the option.
-    if config.pluginmanager.hasplugin("benchmark") and not (
-            config.getoption("benchmark_only") or config.getoption("benchmark_enable")):
+    if not config.pluginmanager.hasplugin("benchmark"):
+        return
+    if not (config.getoption("benchmark_only") or config.getoption("benchmark_enable")):
         config.option.benchmark_disable = True
+    elif config.option.markexpr == "not slow":  # pyproject's addopts, not a -m of the caller's
+        config.option.markexpr = ""  # timing means every suite, the slow-marked decoder step too
