@@ -67,9 +67,9 @@ class Clock:
 
     def take_ops(self, into: str):
         """The engine's op times since the last take go to `into`."""
-        from pyfastdec import _engine
+        from pyfastdec import kernels
 
-        for op, (seconds, _) in _engine.op_profile_totals(True).items():
+        for op, (seconds, _) in kernels.op_profile_totals(True).items():
             self.ops[into][op] += seconds
 
 
@@ -270,15 +270,15 @@ def breakdown(clock: Clock, instrumented_s: float, plain_s: float, sentences: in
 @contextmanager
 def engine_ops(clock: Clock):
     """The engine's per-op timer on (two clock reads per region, ~40 ns) while inside."""
-    from pyfastdec import _engine
+    from pyfastdec import kernels
 
-    _engine.op_profile(True)
-    _engine.op_profile_totals(True)
+    kernels.op_profile(True)
+    kernels.op_profile_totals(True)
     try:
         yield
     finally:
         clock.take_ops("decoder")
-        _engine.op_profile(False)
+        kernels.op_profile(False)
 
 
 def print_ops(clock: Clock, sentences: int, iterations: int) -> None:

@@ -8,6 +8,7 @@ before the engine is imported. The spec and the result travel as JSON files.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -16,6 +17,12 @@ import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _pyfastdec_home() -> Path:
+    """The folder holding the pyfastdec this process imports (or would), without importing it."""
+    spec = importlib.util.find_spec("pyfastdec")
+    return Path(spec.origin).resolve().parent.parent if spec and spec.origin else REPO_ROOT
 
 
 class MeasurementFailed(RuntimeError):
@@ -34,6 +41,14 @@ def run_isolated(module: str, spec: dict, env: dict | None = None, timeout: floa
         child_env = dict(os.environ, **(env or {}))
         # The child imports this checkout's bench/ and pyfastdec, wherever we were started.
         child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), child_env.get("PYTHONPATH")]))
+        home = _pyfastdec_home()
+        if home != REPO_ROOT:
+            # We measure an installed pyfastdec (pytest over a `pip install .`, whose
+            # conftest pins it): so does the child. Its folder goes first, and the
+            # checkout, `python -m`'s working directory, is not put ahead of it
+            # (PYTHONSAFEPATH: Python 3.11+, what CI runs; 3.10 ignores it).
+            child_env["PYTHONPATH"] = os.pathsep.join([str(home), child_env["PYTHONPATH"]])
+            child_env["PYTHONSAFEPATH"] = "1"
         try:
             done = subprocess.run([sys.executable, "-m", module, "--measure", str(spec_file),
                                    "--result", str(result_file)], env=child_env, cwd=REPO_ROOT,

@@ -48,21 +48,21 @@ def make_inputs(M, K, N, seed=0):
 
 
 def fastdec_int8(a, w):
-    from pyfastdec import _engine
+    from pyfastdec import kernels
 
     scale = np.abs(w).max(axis=1) / 127
     q = np.clip(np.rint(w / scale[:, None]), -127, 127).astype(np.int8)
-    W = _engine.Int8Matrix(q, scale.astype(np.float32))
+    W = kernels.Int8Matrix(q, scale.astype(np.float32))
     out = np.empty((a.shape[0], w.shape[0]), np.float32)
-    return lambda: _engine.gemm_i8(a, W, out=out)
+    return lambda: kernels.gemm_i8(a, W, out=out)
 
 
 def fastdec_fp32(a, w):
-    from pyfastdec import _engine
+    from pyfastdec import kernels
 
-    W = _engine.Float32Matrix(w)
+    W = kernels.Float32Matrix(w)
     out = np.empty((a.shape[0], w.shape[0]), np.float32)
-    return lambda: _engine.gemm_f32(a, W, out=out)
+    return lambda: kernels.gemm_f32(a, W, out=out)
 
 
 def numpy_fp32(a, w):

@@ -44,7 +44,7 @@ def time_call(fn, repeats, min_batch_seconds=2e-3):
 
 def run(repeats, shapes="foundation", engines=None, argmax=True):
     import pyfastdec
-    from pyfastdec import _engine
+    from pyfastdec import kernels as fastdec
 
     blas = single_thread_everywhere()
     results = {"cpu": pyfastdec.cpu_info(), "numpy_blas": blas, "python": platform.python_version(),
@@ -62,10 +62,10 @@ def run(repeats, shapes="foundation", engines=None, argmax=True):
             print(format_gemm_row(row), flush=True)
     for n in ARGMAX_LENGTHS if argmax else []:
         x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
-        ours = _engine.time_argmax_ns(x, repeats=max(repeats, 50) * 4)
-        std = _engine.time_argmax_ns(x, repeats=max(repeats, 50) * 4, impl="std_max_element")
+        ours = fastdec.time_argmax_ns(x, repeats=max(repeats, 50) * 4)
+        std = fastdec.time_argmax_ns(x, repeats=max(repeats, 50) * 4, impl="std_max_element")
         numpy_s, _, _ = time_call(lambda: x.argmax(), repeats)
-        python_call_s, _, _ = time_call(lambda: _engine.argmax(x), repeats)
+        python_call_s, _, _ = time_call(lambda: fastdec.argmax(x), repeats)
         row = {"n": n, "fastdec_ns": ours, "std_max_element_ns": std, "numpy_ns": numpy_s * 1e9,
                "fastdec_python_call_ns": python_call_s * 1e9,
                "bandwidth_gb_s": n * 4 / ours}

@@ -65,11 +65,11 @@ def cli_args(spec: dict, batch_size: int) -> str:
 
 
 def load_marian(spec: dict):
-    """bench.systems Runner: source id lists -> output id lists through pymarian."""
+    """A Runner (bench/system_runner.py): source id lists -> output id lists through pymarian."""
     import pymarian
     import sentencepiece as spm
 
-    from bench.systems import Runner
+    from bench.system_runner import Runner
 
     if spec["strategy"] not in ("greedy", "beam5"):
         raise ValueError(f"Marian runs greedy and beam5, not {spec['strategy']!r}")

@@ -10,22 +10,15 @@ it gets the batch's largest (identical at batch 1).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.system_runner import Runner
 from bench.vmap import VMAP_FILE
 
 STRATEGIES = ("greedy", "beam5", "gad", "gad-shared", "gad++", "iad", "blockwise", "blockwise-all", "bild",
               "bild-lossy")
 GADPP_BETA, GADPP_TAU = 3, 1.0  # GAD++ quality setting of Xia et al. (2022)
 BEAM = 5
-
-
-@dataclass
-class Runner:
-    decode: object  # callable: list[list[int]] -> list[list[int]]
-    info: dict = field(default_factory=dict)
-    counters: dict = field(default_factory=dict)  # decoding statistics summed over calls
 
 
 def _add_stats(counters: dict, stats) -> None:

@@ -3,12 +3,14 @@ its kernels) show in numbers:
     pytest bench/test_bench_step.py --benchmark-only --benchmark-group-by=param:rows,param:n
 
 The models are bench.engine's random-weight ones (6 encoder + 2 decoder layers, d_model
-256, the 8k Multi30k vocabulary; built once and cached under ~/.cache/pyfastdec-bench),
-on one thread. One timed call = `step` of n new tokens per row (n = 1: a greedy step;
+256, an 8k vocabulary; built once and cached under ~/.cache/pyfastdec-bench/step-test),
+on one thread. The vocabulary is the shipped en-de one (8k pieces, Multi30k) rather than
+one trained by bench.engine: a clone has no training corpus, and the timed calls feed
+random ids. One timed call = `step` of n new tokens per row (n = 1: a greedy step;
 n = 5: verifying a 4-token draft) after 10 positions, then `truncate` back to those 10,
 so every round sees the same state; truncate is a length update in every backend here.
 onnxruntime runs the same float32 weights (ONNX export with IOBinding) as a reference.
-Not part of the default test run (testpaths = tests): run it explicitly.
+Plain `pytest -m slow` runs each call once, as a test (building the models takes a while).
 """
 from __future__ import annotations
 
@@ -22,17 +24,25 @@ from bench.kernel_cases import single_thread_everywhere
 
 pytest.importorskip("torch", reason="building the benchmark models needs torch (the 'bench' extra)")
 
-WORK = Path(os.environ.get("FASTDEC_BENCH_WORK", "~/.cache/pyfastdec-bench")).expanduser()
+WORK = Path(os.environ.get("FASTDEC_BENCH_WORK", "~/.cache/pyfastdec-bench")).expanduser() / "step-test"
+VOCAB = Path(__file__).resolve().parents[1] / "models" / "en-de" / "spm.model"
 PAST = 10  # positions held before the timed step (BOS + 9 tokens)
 ENGINES = ["fastdec attn-int8", "fastdec ssru-int8", "fastdec attn-fp32", "onnx attn-fp32"]
+
+pytestmark = pytest.mark.slow  # building the four model directories and two CTranslate2 models
 
 single_thread_everywhere()
 
 
 @pytest.fixture(scope="module")
 def model_paths():
+    import shutil
+
     from bench.engine import build_models
 
+    WORK.mkdir(parents=True, exist_ok=True)
+    if not (WORK / "spm.model").exists():
+        shutil.copyfile(VOCAB, WORK / "spm.model")  # build_models trains one only when absent
     return build_models(WORK)
 
 

@@ -4,8 +4,8 @@ interleaved ratio table):
     pytest bench/test_bench_verify.py --benchmark-only --benchmark-group-by=param:model,param:shortlist,param:rows
 
 One timed call = NativeBackend.step of n new tokens per row (argmax) after PAST positions,
-then truncate back, so every round sees the same state. Not part of the default test run
-(testpaths = tests): run it explicitly.
+then truncate back, so every round sees the same state. Plain `pytest` runs each call
+once, as a test (bench/conftest.py).
 """
 from __future__ import annotations
 

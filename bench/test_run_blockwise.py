@@ -54,6 +54,8 @@ def tiny_shortlist(seed: int) -> Shortlist:
     return Shortlist(TINY_VOCAB, frequent, indptr, targets, best=5, first_fill_id=FIRST_FILL)
 
 
+# Every test that takes `run` is marked slow: the fixture builds models (tiny ones trained
+# here, or the shipped ones converted) and runs bench.run, each measurement in a child process.
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     import bench.models
@@ -99,6 +101,7 @@ def _rows(run, **want):
     return [r for r in run["results"]["rows"] if all(r.get(k) == v for k, v in want.items())]
 
 
+@pytest.mark.slow
 def test_blockwise_rows_exist_with_tokens_per_iteration(run):
     for shortlist in (False, True):
         for batch in (1, 32):
@@ -120,6 +123,7 @@ def test_blockwise_rows_exist_with_tokens_per_iteration(run):
     assert "blockwise on joint: not run: no model directory with proposal heads given (--joint)" in report
 
 
+@pytest.mark.slow
 def test_blockwise_outputs_equal_greedy_decoded_here(run):
     """Every heads row's outputs against greedy decoded in this process (not the run's
     greedy row), with and without the shortlist; and the run's own check agrees."""
@@ -156,6 +160,7 @@ def _parse_vmap(path):
     return rules
 
 
+@pytest.mark.slow
 def test_vmap_lists_exactly_the_shortlist_entries(run):
     import sentencepiece as spm
 
@@ -182,6 +187,7 @@ def _padded(chosen: set[int], first_fill: int) -> set[int]:
     return out
 
 
+@pytest.mark.slow
 def test_vmap_candidates_equal_the_shortlist_candidates_per_sentence(run):
     """What CTranslate2 restricts a sentence to by its documented rules (unk, bos, eos,
     the always-on line, the rows of the source tokens without EOS) is pyfastdec's

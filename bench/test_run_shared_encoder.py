@@ -102,6 +102,8 @@ def shipped_models() -> dict | None:
             "big": models / "en-de-big", "little": little}
 
 
+# Every test that takes `run` is marked slow: the fixture builds models (tiny ones trained
+# here, or the shipped ones converted) and runs bench.run, each measurement in a child process.
 @pytest.fixture(scope="module", params=["tiny", "shipped"])
 def run(request, tmp_path_factory):
     import bench.data
@@ -148,6 +150,7 @@ def _greedy_here(model_dir: Path, sources_file: Path, shortlist: bool) -> list[s
     return detokenize(ids, model_dir / "spm.model")
 
 
+@pytest.mark.slow
 def test_gad_shared_rows_beside_gad_with_their_figures(run):
     rows = run["results"]["rows"]
     for batch in (1, 32):
@@ -170,6 +173,7 @@ def test_gad_shared_rows_beside_gad_with_their_figures(run):
     assert "| en-de | int8 | yes | gad-shared | verifier's encoder | 1 | 1 |" in report
 
 
+@pytest.mark.slow
 def test_bild_rows_defaults_and_sweep(run):
     results = run["results"]
     rows, sweep = results["rows"], results["bild_sweep"]
@@ -198,6 +202,7 @@ def test_bild_rows_defaults_and_sweep(run):
     assert main_b1.count(f"| {BILD_ROLE} |") == 4  # and CTranslate2's greedy on the big model
 
 
+@pytest.mark.slow
 def test_bild_is_compared_with_ctranslate2_on_the_big_models_weights(run):
     from bench.results import speed
 
@@ -210,6 +215,7 @@ def test_bild_is_compared_with_ctranslate2_on_the_big_models_weights(run):
             assert row["vs_ct2_int8_greedy"] == pytest.approx(speed(row) / speed(ct2[0]))
 
 
+@pytest.mark.slow
 def test_lossless_rows_equal_greedy_decoded_here(run):
     """Every lossless row (gad, gad-shared, bild at rollback 0: both defaults' batch sizes
     and the sweep's rollback-0 points) was checked by the run (a skipped check fails) and
@@ -254,6 +260,7 @@ def test_missing_shared_models_are_reasons(tmp_path):
     assert not any(r["model"] == BILD_ROLE or r["strategy"] == "gad-shared" for r in results["rows"])
 
 
+@pytest.mark.slow
 def test_a_shared_model_over_another_encoder_is_a_reason(run):
     from bench.models import shared_pairing
 

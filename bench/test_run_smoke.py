@@ -43,6 +43,8 @@ def int8_dir(model, spm, out):
     return write_model_dir(model, spm, out, act_scales=calibrate(model, pairs), int8=True)
 
 
+# Every test that takes `run` or `gec_run` is marked slow: the fixture builds models (tiny ones trained
+# here, or the shipped ones converted) and runs bench.run, each measurement in a child process.
 @pytest.fixture(scope="module")
 def models_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("smoke")
@@ -92,6 +94,7 @@ def gec_run(models_root):
                       "--models", "uk-gec", "--systems", "gec,ct2", "--precisions", "int8")
 
 
+@pytest.mark.slow
 def test_every_system_has_rows_with_figures(run):
     results = json.loads((run / "results.json").read_text())
     rows = results["rows"]
@@ -115,6 +118,7 @@ def test_every_system_has_rows_with_figures(run):
             assert r["vs_ct2_int8_greedy"] is not None, r["job"]
 
 
+@pytest.mark.slow
 def test_lossless_strategies_equal_greedy(run):
     rows = json.loads((run / "results.json").read_text())["rows"]
     for r in rows:
@@ -124,10 +128,16 @@ def test_lossless_strategies_equal_greedy(run):
             assert r["identical_reference"].startswith("pyfastdec/en-de-attn/float32/greedy")
 
 
+@pytest.mark.slow
 def test_ct2_settings_are_probed_and_reported(run):
     results = json.loads((run / "results.json").read_text())
     probes = results["ct2_settings"]["probes"]
-    assert {p["isa"] for p in probes} == {"default", "AVX512"}
+    # Forcing AVX512 is probed everywhere; on a CPU without it that probe fails, which
+    # bench.run reports as not run, so only the default remains in the table.
+    import pyfastdec
+
+    avx512 = pyfastdec.cpu_info()["detected"] in ("avx512", "vnni", "amx")
+    assert {p["isa"] for p in probes} == ({"default", "AVX512"} if avx512 else {"default"})
     assert all(p["selected_isa"] for p in probes)  # parsed from CTranslate2's own log
     chosen = {(c["model"], c["workload"], c["precision"]) for c in results["ct2_settings"]["chosen"]}
     assert chosen == {("en-de-attn", w, p) for w in ("multi30k-b1-t1", "multi30k-b32-t1") for p in ("int8", "float32")
@@ -135,6 +145,7 @@ def test_ct2_settings_are_probed_and_reported(run):
     assert {p["model"] for p in probes} == {"en-de-attn", "uk-gec"}
 
 
+@pytest.mark.slow
 def test_missing_pieces_are_reported_not_fatal(run):
     not_run = json.loads((run / "results.json").read_text())["not_run"]
     assert any("shortlist" in x["what"] and "no shortlist.bin" in x["reason"] for x in not_run)
@@ -161,6 +172,7 @@ def _gec_rows(out):
     return [r for r in json.loads((out / "results.json").read_text())["rows"] if r["dataset"] == "uagec"]
 
 
+@pytest.mark.slow
 def test_correction_rows_at_batch_1_and_32_with_iterations(run):
     """Issue 16's rows: greedy and IAD at both batch sizes and CTranslate2 int8 greedy on
     the same weights; IAD's outputs equal greedy decoded here, in this process; the
@@ -205,6 +217,7 @@ def test_correction_rows_at_batch_1_and_32_with_iterations(run):
     assert "times faster" in report and "CTranslate2 int8 greedy on the same weights" in report
 
 
+@pytest.mark.slow
 def test_models_flag_runs_only_the_correction_rows(gec_run):
     results = json.loads((gec_run / "results.json").read_text())
     assert {(r["system"], r["model"], r["precision"]) for r in results["rows"]} == \

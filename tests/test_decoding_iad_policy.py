@@ -4,7 +4,7 @@ the model copies and text it rewrites (where verifying whole drafts made IAD qua
 
 Costs here are a function of the token rows a step computes, charged by a backend
 wrapper and given to the policy as its cost model, so every decision and every assertion
-is deterministic; bench/iad_bound.py measures the same on the real model and clock."""
+is deterministic; bench/studies/iad_bound.py measures the same on the real model and clock."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,6 +1,6 @@
 """The most lossless BiLD can gain over the big model's greedy decoding on this machine.
 
-    python -m bench.bild_bound [--big models/en-de-big] [--little models/en-de-little]
+    python -m bench.studies.bild_bound [--big models/en-de-big] [--little models/en-de-little]
         [--sentences 300] [--rounds 5] [--threads 1]
 
 BiLD's speed-up is bounded by what it cannot remove: the big model's encoder (it runs
@@ -33,7 +33,7 @@ from pyfastdec.decoding.draft_verify import accept_argmax, draft_and_verify
 from pyfastdec.decoding.result import DecodeStats
 
 from . import bild_pair
-from .data import multi30k_test
+from bench.data import multi30k_test
 
 
 class OracleDrafts:

@@ -9,9 +9,9 @@ from pathlib import Path
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.text import Tokenizer
 
-from .models import bild_defaults
+from bench.models import bild_defaults
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

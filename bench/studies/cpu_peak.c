@@ -1,7 +1,7 @@
 /* The core's clock and its peak int8 (VPDPBUSD) and fp32 (VFMADD231PS) throughput on
  * 512-bit registers, the denominators of the "share of peak" figures in bench/README.md.
  *
- *   gcc -O2 -mavx512f -mavx512vnni bench/cpu_peak.c -o /tmp/cpu_peak && /tmp/cpu_peak
+ *   gcc -O2 -mavx512f -mavx512vnni bench/studies/cpu_peak.c -o /tmp/cpu_peak && /tmp/cpu_peak
  *
  * Clock: a chain of dependent 64-bit IMULs (latency 3 on Zen 4 and on Intel cores).
  * Peaks: 16 independent accumulators per loop iteration, more than latency x ports on

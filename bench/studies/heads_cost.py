@@ -1,6 +1,6 @@
 """What proposal heads add to a decoder step of the native engine.
 
-    python -m bench.heads_cost [--model models/en-de] [--work DIR] [--heads 4] [--hidden D]
+    python -m bench.studies.heads_cost [--model models/en-de] [--work DIR] [--heads 4] [--hidden D]
 
 Copies MODEL with K randomly initialised proposal heads of `hidden` units (default
 d_model) written by export.writer (int8 like the model, the heads' activation scales

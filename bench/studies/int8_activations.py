@@ -2,7 +2,7 @@
 same weights: ms/sentence at batch 1 and batch 32 (1 thread, greedy) and BLEU on the
 Multi30k test set shipped in data/ (sacreBLEU defaults).
 
-    python -m bench.int8_activations [--model models/en-de-attn] [--latency-sentences 300]
+    python -m bench.studies.int8_activations [--model models/en-de-attn] [--latency-sentences 300]
 
 The float32 model is MODEL's weights dequantised (an int8 directory's float twin, so
 every row below starts from the same floats); `fastdec convert int8` then writes the
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data" / "multi30k"
 
 

@@ -2,7 +2,7 @@
 policy (pyfastdec/decoding/draft_or_plain.py) makes of drafting, next to drafting every
 iteration and to the big model's greedy decoding.
 
-    python -m bench.bild_policy [--big models/en-de-big] [--little models/en-de-little]
+    python -m bench.studies.bild_policy [--big models/en-de-big] [--little models/en-de-little]
         [--latency-n 500] [--n 1000] [--rounds 3] [--threads 1]
 
 bench.run measures every row in its own process, and on a shared machine a process's

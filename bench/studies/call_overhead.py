@@ -1,11 +1,11 @@
 """Where encode, a batch-1 step and a translate call spend their time outside the GEMMs.
 
-    python -m bench.call_overhead [--model models/en-de] [--sentences 300] [--out FILE.json]
+    python -m bench.studies.call_overhead [--model models/en-de] [--sentences 300] [--out FILE.json]
 
 1 thread. Figures (issue 12, items 5 and 5a):
   encode ms at 2/16/64 source ids (EOS included; the ids are real test_2016_flickr
     sources, concatenated and cut to length), median over repeats; the same GEMMs timed
-    alone with _engine.gemm_i8 (the issue's reference figure);
+    alone with kernels.gemm_i8 (the issue's reference figure);
   a batch-1 decoder step in microseconds (median over the first 20 steps after a
     16-id source);
   the per-op table of both: the engine's own per-op timer (kernels/op_profile.h),
@@ -31,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pyfastdec.runtime import _engine
+from pyfastdec import kernels
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ENCODE_LENGTHS = (2, 16, 64)
 STEP_SOURCE_LENGTH = 16
 STEPS = 20
@@ -58,14 +58,14 @@ def median_ms(fn, repeats: int) -> float:
 def profiled(fn, repeats: int) -> tuple[dict[str, float], float]:
     """Per-op microseconds per call of fn (engine ops + the Python wrapper) and the mean
     wall microseconds per call, with the engine's timer on."""
-    _engine.op_profile(True)
-    _engine.op_profile_totals(reset=True)
+    kernels.op_profile(True)
+    kernels.op_profile_totals(reset=True)
     start = time.perf_counter()
     for _ in range(repeats):
         fn()
     wall = (time.perf_counter() - start) / repeats * 1e6
-    totals = _engine.op_profile_totals(reset=True)
-    _engine.op_profile(False)
+    totals = kernels.op_profile_totals(reset=True)
+    kernels.op_profile(False)
     ops = {name: seconds / repeats * 1e6 for name, (seconds, _) in totals.items()}
     ops["python"] = max(0.0, wall - sum(ops.values()))
     return ops, wall
@@ -73,18 +73,18 @@ def profiled(fn, repeats: int) -> tuple[dict[str, float], float]:
 
 def gemms_alone_ms(model_dir, T: int, repeats: int) -> float:
     """The encoder's GEMMs (and the decoder's cross K/V) at M = T, each timed by itself
-    with _engine.gemm_i8, 1 thread."""
+    with kernels.gemm_i8, 1 thread."""
     cfg = model_dir.config
     tensors = model_dir.tensors
     scales = cfg.quantization.activation_scales
-    pool = _engine.ThreadPool(1)
+    pool = kernels.ThreadPool(1)
     gemms = []
 
     def add(prefix: str, parts: list[str], relu: bool = False):
         w = np.concatenate([tensors[f"{prefix}{p}.weight"] for p in parts])
         s = np.concatenate([tensors[f"{prefix}{p}.weight_scale"] for p in parts]).astype(np.float32)
         b = np.concatenate([tensors[f"{prefix}{p}.bias"] for p in parts]).astype(np.float32)
-        m = _engine.Int8Matrix(np.ascontiguousarray(w), s)
+        m = kernels.Int8Matrix(np.ascontiguousarray(w), s)
         a = np.random.default_rng(0).standard_normal((T, w.shape[1])).astype(np.float32)
         gemms.append((a, m, b, relu, scales.get(f"{prefix}{parts[0]}")))
 
@@ -99,7 +99,7 @@ def gemms_alone_ms(model_dir, T: int, repeats: int) -> float:
 
     def run():
         for a, m, b, relu, scale in gemms:
-            _engine.gemm_i8(a, m, bias=b, relu=relu, act_scale=scale, pool=pool)
+            kernels.gemm_i8(a, m, bias=b, relu=relu, act_scale=scale, pool=pool)
     run()
     return median_ms(run, repeats)
 

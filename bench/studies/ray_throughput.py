@@ -1,7 +1,7 @@
 """`fastdec translate --ray` (2 actors x 1 thread) against `--workers 2 --threads 1` on the
 same 20,000 lines (the Multi30k test sources repeated), same model, same options.
 
-    /work/measure.sh python -m bench.ray_throughput [--lines 20000] [-m models/en-de]
+    /work/measure.sh python -m bench.studies.ray_throughput [--lines 20000] [-m models/en-de]
 
 Each system runs as the user runs it, in its own process (bench/isolate.py's rule):
 - workers: `python -m pyfastdec.cli translate --workers 2 --threads 1` (start, model loads,
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def make_input(path: Path, n: int) -> None:

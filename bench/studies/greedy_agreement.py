@@ -1,7 +1,7 @@
 """Native engine against the PyTorch reference on a real test set: BLEU/chrF of greedy
 decoding, the share of outputs token-identical to torch's, and decoding time.
 
-    python -m bench.greedy_agreement MODEL_DIR [MODEL_DIR ...] [--split test_2016_flickr]
+    python -m bench.studies.greedy_agreement MODEL_DIR [MODEL_DIR ...] [--split test_2016_flickr]
         [--src en --tgt de] [--batch-size 32] [--threads 1]
 
 The first directory's float weights are decoded by torch (export.torch_backend) as the

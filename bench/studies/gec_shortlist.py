@@ -1,6 +1,6 @@
 """Greedy and IAD on the correction model with and without a lexical shortlist (1 thread).
 
-    python -m bench.gec_shortlist --shortlist FILE [--model models/uk-gec] [--sentences 500]
+    python -m bench.studies.gec_shortlist --shortlist FILE [--model models/uk-gec] [--sentences 500]
         [--repeats 3] [--edit-margin M] [--out FILE.json]
 
 IAD verifies a whole draft (the source) per decoder call, so the output layer runs at
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BATCHES = (1, 32)
 WARM = 64
 
@@ -82,7 +82,7 @@ def main(argv=None) -> dict:
 
     from pyfastdec.model_dir.shortlist import Shortlist
 
-    from .data import tokenize, uagec_test, uagec_val
+    from bench.data import tokenize, uagec_test, uagec_val
 
     config = json.loads((args.model / "config.json").read_text())
     margin = args.edit_margin if args.edit_margin is not None else config.get("decoding", {}).get("edit_margin", 0.0)

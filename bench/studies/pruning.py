@@ -1,6 +1,6 @@
 """A model before and after compression (issue 14), side by side in one run.
 
-    python -m bench.pruning --pair en-de OLD_DIR NEW_DIR [--pair ...] [--threads 1]
+    python -m bench.studies.pruning --pair en-de OLD_DIR NEW_DIR [--pair ...] [--threads 1]
         [--repeats 3] [--latency-n 500] [--out bench/results/pruning]
 
 For each pair, on test_2016_flickr (UA-GEC test for a correction model, the model's
@@ -29,7 +29,7 @@ from bench import data
 from bench.quality import bleu_chrf
 from bench.timing import batches_of
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def dir_bytes(path: Path) -> int:

@@ -2,7 +2,7 @@
 size, split into end to end (encode + candidates + decoder loop) and the decoder loop
 alone (issue 12 items 2 and 4: the shortlisted output layer at batch > 1).
 
-    python -m bench.shortlist_batch [--model models/en-de-attn] [--limit 320]
+    python -m bench.studies.shortlist_batch [--model models/en-de-attn] [--limit 320]
         [--threads 1,2] [--batch 1,32] [--repeats 2]
 
 Every configuration runs in this process, one after the other, on the first --limit

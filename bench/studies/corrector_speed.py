@@ -2,7 +2,7 @@
 model's edit margin, copy-through, sentence splitting, batches sorted by length) against
 `Corrector.translate(algo="greedy")` with the same margin, on UA-GEC test lines.
 
-    python -m bench.corrector_speed [--model models/uk-gec] [--lines 1000] [--latency-lines 300]
+    python -m bench.studies.corrector_speed [--model models/uk-gec] [--lines 1000] [--latency-lines 300]
         [--threads 1,2] [--repeats 3]
 
 Batch 32 over --lines lines (sentences per second) and batch 1 over the first
@@ -22,7 +22,7 @@ from export.data import read_lines
 from export.uagec import ensure_corpus
 from pyfastdec import Corrector
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def main(argv=None) -> None:

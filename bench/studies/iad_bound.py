@@ -6,7 +6,7 @@ text, drafts fail and verifying them is wasted work. The draft-length policy
 any input while keeping its speed-up on the text it is meant for. This measures both, on
 the shipped correction model:
 
-    python -m bench.iad_bound [--model DIR] [--threads 1] [--repeats 5] [--sentences 200]
+    python -m bench.studies.iad_bound [--model DIR] [--threads 1] [--repeats 5] [--sentences 200]
 
 Inputs: UA-GEC test sources (what the model is for), the same sentences with their words
 shuffled, English captions (a language the model never saw), one 1,000-word line, and
@@ -25,7 +25,7 @@ import warnings
 
 from pyfastdec import Corrector
 
-from .data import multi30k_test
+from bench.data import multi30k_test
 
 
 def ua_gec_sources(n: int) -> list[str]:
@@ -85,7 +85,7 @@ def measure(corrector: Corrector, texts: list[str], batch_size: int, repeats: in
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.iad_bound", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.studies.iad_bound", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="correction model directory (default: the packaged uk-gec)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5)
