@@ -29,49 +29,35 @@ def _add_stats(counters: dict, stats) -> None:
 
 
 def _strategy(name: str, backend, drafter, spec=None):
-    from pyfastdec.decoding import beam_search, blockwise, gad, gad_plus, greedy, iad
-    from pyfastdec.decoding.bild import bild
-    from pyfastdec.decoding.draft_length import AdaptiveDraftLength
-    from pyfastdec.decoding.draft_or_plain import DraftOrPlain
-    from pyfastdec.decoding.source_draft_length import SourceDraftLength
+    """`batch -> (outputs, stats)` as pyfastdec.Translator runs `name` (the strategy
+    registry's batch_runner): one cost policy for the whole run, so the costs it measures
+    on early batches steer the later ones. draft_policy False (bench.run
+    --no-draft-policy): GAD and BiLD draft every iteration."""
+    from pyfastdec.decoding.strategies import batch_runner
 
-    # As pyfastdec.Translator runs GAD: one draft-length policy for the whole run, so
-    # the costs it measures on early batches steer the later ones. draft_policy False
-    # (bench.run --no-draft-policy): GAD and BiLD draft every iteration.
-    use_policy = (spec or {}).get("draft_policy", True)
-    policy = AdaptiveDraftLength(drafter.block_size) if use_policy and drafter is not None \
-        and drafter.arch == "nat-drafter" else None
-
+    use = (spec or {}).get("draft_policy", True)
     if name == "greedy":
-        return lambda batch: greedy(backend, batch)
+        return batch_runner("greedy", backend)
     if name == "beam5":
+        run = batch_runner("beam", backend, beam_size=BEAM)
+
         def beam(batch):
-            hyps, stats = beam_search(backend, batch, beam_size=BEAM, nbest=1)
+            hyps, stats = run(batch)
             return [h[0].tokens for h in hyps], stats
         return beam
     if name in ("gad", "gad-shared"):  # gad-shared: the drafter reads the verifier's memory (gad.py)
-        return lambda batch: gad(backend, drafter, batch, policy=policy)
+        return batch_runner("gad", backend, drafter, policy=use)
     if name in ("bild", "bild-lossy"):
-        # As Translator runs BiLD: one draft-or-plain policy for the whole run.
-        bild_policy = DraftOrPlain() if use_policy else None
-        fallback, rollback = float(spec["fallback"]), float(spec["rollback"])
-        return lambda batch: bild(backend, drafter, batch, fallback=fallback, rollback=rollback, policy=bild_policy)
+        return batch_runner(name, backend, drafter, policy=use, fallback=float(spec["fallback"]),
+                            rollback=float(spec["rollback"]))
     if name == "gad++":
-        return lambda batch: gad_plus(backend, drafter, batch, beta=GADPP_BETA, tau=GADPP_TAU, policy=policy)
+        return batch_runner("gad++", backend, drafter, policy=use, beta=GADPP_BETA, tau=GADPP_TAU)
     if name == "iad":
-        # As Corrector runs it: one source-draft policy for the whole run, sized by the
-        # model's max_source_len, so the costs it learns on early batches steer the later
-        # ones (a policy per call would re-probe on every sentence at batch 1).
-        source_policy = SourceDraftLength(backend.config.max_source_len)
-        return lambda batch: iad(backend, batch, policy=source_policy)
-    if name == "blockwise":
-        # What users get (Translator, fastdec): one cost policy for the whole run, which
-        # verifies as many of the K proposals as pay, down to plain greedy steps.
-        heads_policy = SourceDraftLength(backend.proposal_heads)
-        return lambda batch: blockwise(backend, batch, policy=heads_policy)
-    if name == "blockwise-all":
-        # All K proposals verified every iteration: the heads' raw tokens per iteration.
-        return lambda batch: blockwise(backend, batch, policy=None)
+        return batch_runner("iad", backend)
+    if name == "blockwise":  # the cost policy verifies as many of the K proposals as pay
+        return batch_runner("blockwise", backend)
+    if name == "blockwise-all":  # all K proposals verified every iteration: the heads' raw tokens per iteration
+        return batch_runner("blockwise", backend, policy=False)
     raise ValueError(f"unknown strategy {name!r}; expected one of {STRATEGIES}")
 
 
