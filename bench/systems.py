@@ -38,9 +38,7 @@ def _add_stats(counters: dict, stats) -> None:
 def _strategy(name: str, backend, drafter, spec=None):
     from pyfastdec.decoding import beam_search, blockwise, gad, gad_plus, greedy, iad
     from pyfastdec.decoding.bild import bild
-    from pyfastdec.decoding.draft_length import AdaptiveDraftLength
-    from pyfastdec.decoding.draft_or_plain import DraftOrPlain
-    from pyfastdec.decoding.source_draft_length import SourceDraftLength
+    from pyfastdec.decoding.policies import AdaptiveDraftLength, DraftOrPlain, SourceDraftLength
 
     # As pyfastdec.Translator runs GAD: one draft-length policy for the whole run, so
     # the costs it measures on early batches steer the later ones. draft_policy False

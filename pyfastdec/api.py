@@ -34,12 +34,10 @@ from pyfastdec.copy_through import CopyThrough, SourcePieces
 from pyfastdec.decoding import DecodeStats, beam_search, blockwise, default_max_len, gad, gad_plus, greedy, iad
 from pyfastdec.decoding.beam import RULES as BEAM_RULES
 from pyfastdec.decoding.bild import DEFAULT_FALLBACK, DEFAULT_ROLLBACK, MAX_ROLLBACK, bild
-from pyfastdec.decoding.draft_or_plain import DraftOrPlain
-from pyfastdec.decoding.draft_length import AdaptiveDraftLength, DraftLengthPolicy
 from pyfastdec.decoding.logit_rules import LogitRules, RuledBackend, check_rules, check_rules_algo
 from pyfastdec.decoding.prefix import PrefixedBackend, PrefixSource
 from pyfastdec.decoding.sampling import check_sampling, sample
-from pyfastdec.decoding.source_draft_length import SourceDraftLength
+from pyfastdec.decoding.policies import AdaptiveDraftLength, DraftLengthPolicy, DraftOrPlain, SourceDraftLength
 from pyfastdec.default_strategy import StrategyChoice, default_strategy
 from pyfastdec.model_dir import ModelDir, ModelDirError, check_shared_encoder, engine_edit_margin, is_edit_margin
 from pyfastdec.repetition_guard import LoopCheck
@@ -761,7 +759,7 @@ class Translator:
     def _policy(self, block: int | None) -> DraftLengthPolicy | None:
         """No block given: the drafter drafts its block_size and a draft-length policy,
         kept for this Translator's lifetime so it learns the costs once, decides how much
-        of it to verify (decoding/draft_length.py). A given block is used as is."""
+        of it to verify (decoding/policies/draft_length.py). A given block is used as is."""
         if block is not None:
             return None
         if self._draft_policy is None:

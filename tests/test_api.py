@@ -27,7 +27,7 @@ from pyfastdec.api import Corrector, LongInputWarning, Translator  # noqa: E402
 from pyfastdec.backends.base import StepOut, Want  # noqa: E402
 from pyfastdec.backends.native import NativeBackend  # noqa: E402
 from pyfastdec.decoding import beam_search, default_max_len, greedy  # noqa: E402
-from pyfastdec.decoding.draft_length import FixedDraftLength  # noqa: E402
+from pyfastdec.decoding.policies import FixedDraftLength  # noqa: E402
 from pyfastdec.model_dir import ModelDirError  # noqa: E402
 from pyfastdec.text import Tokenizer, cut_ids, sentence_units, split_sentences  # noqa: E402
 

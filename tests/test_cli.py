@@ -18,7 +18,7 @@ pytest.importorskip("torch", reason="the tiny models need the 'test' extra (torc
 from test_api import SHORT_SOURCE, models, sentences, translator  # noqa: E402,F401  (fixtures)
 from child_python import child_env  # noqa: E402
 from pyfastdec import api, cli, cpu_info  # noqa: E402
-from pyfastdec.decoding.draft_length import FixedDraftLength  # noqa: E402
+from pyfastdec.decoding.policies import FixedDraftLength  # noqa: E402
 
 TEXTS = sentences(6, seed=21)
 

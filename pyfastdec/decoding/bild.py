@@ -22,7 +22,7 @@ lazily from the accepted output: before drafting, it is fed, in one multi-token 
 whatever the big model accepted that it does not hold yet (its rejected token's
 replacement, or the tokens of plain greedy runs).
 
-Rows advance independently at batch > 1. A draft-or-plain policy (draft_or_plain.py)
+Rows advance independently at batch > 1. A draft-or-plain policy (policies/draft_or_plain.py)
 switches to plain greedy steps of the big model where drafting does not pay for itself
 (little steps are sequential: at large batches they may cost more than they save). The
 policy may decide a call whole: a call of one sentence drafts every iteration or runs
@@ -38,7 +38,7 @@ import numpy as np
 
 from pyfastdec.backends.base import Backend, StepOut, Want
 
-from .draft_or_plain import DraftOrPlain
+from .policies import DraftOrPlain
 from .draft_verify import _prefix_length, accept_argmax, draft_and_verify
 from .greedy import greedy
 from .result import DecodeStats
@@ -220,7 +220,7 @@ def bild(big: Backend, little: Backend, src_ids: list[list[int]], fallback: floa
     else:
         accept, want = accept_argmax, Want(argmax=True)
     if policy is not None:
-        policy.begin_call(len(src_ids))  # it may decide the whole call (draft_or_plain.py)
+        policy.begin_call(len(src_ids))  # it may decide the whole call (policies/draft_or_plain.py)
     if policy is not None and policy.call_mode == "plain" and rollback == 0:
         # greedy itself, not draft_and_verify's plain steps: no setup, no drafting state
         outs, stats = greedy(big, src_ids, max_len)

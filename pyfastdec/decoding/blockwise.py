@@ -13,7 +13,7 @@ The loop (draft_verify.py) keeps a proposal only where it equals the verifier's 
 so the output is greedy's, token for token, whatever the heads propose.
 
 How many of the K proposals to verify is a cost decision per iteration, as for IAD
-(source_draft_length.py): all K where verifying a block costs little more than one
+(policies/source_draft_length.py): all K where verifying a block costs little more than one
 position, fewer where every computed position costs. Unlike IAD's drafts the heads are
 not free: each adds its two linears and an output-layer row per row to the step it runs
 on (all four: ~+60 % of a step at batch 1 on the shipped en-de), so a step runs only as
@@ -31,7 +31,7 @@ from pyfastdec.backends.base import Backend, StepOut, Want
 
 from .draft_verify import accept_argmax, draft_and_verify
 from .result import DecodeStats
-from .source_draft_length import SourceDraftLength, resolve_policy
+from .policies import SourceDraftLength, resolve_policy
 
 
 class _HeadDrafts:
@@ -104,7 +104,7 @@ def blockwise(backend: Backend, src_ids: list[list[int]], max_len: int | None = 
     greedy. policy: how many of the K proposals to verify per iteration; "auto" (default)
     learns it within this call (keep one SourceDraftLength(K) across calls so it learns
     the costs once); None verifies all K every iteration; any object with
-    SourceDraftLength's methods (e.g. draft_length.FixedDraftLength) fixes the path."""
+    SourceDraftLength's methods (e.g. policies.FixedDraftLength) fixes the path."""
     k = proposal_heads(backend)
     stats = DecodeStats(sentences=len(src_ids))
     policy = resolve_policy(policy, k, "blockwise")

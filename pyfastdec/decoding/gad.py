@@ -18,7 +18,7 @@ import numpy as np
 
 from pyfastdec.backends.base import Backend, Want
 
-from .draft_length import DraftLengthPolicy
+from .policies import DraftLengthPolicy
 from .draft_verify import AcceptRule, accept_argmax, accept_topk, draft_and_verify
 from .result import DecodeStats
 
@@ -114,7 +114,7 @@ def gad(verifier: Backend, drafter: Backend, src_ids: list[list[int]], k: int | 
     """Vanilla GAD: outputs (ids without BOS/EOS, input order; equal to greedy's) and
     statistics. k: drafted tokens per iteration (default: the drafter's block_size);
     max_len as in greedy; policy: verify only as many drafted tokens per iteration as
-    measured costs favour (draft_length.py; keep one policy across calls so it learns)."""
+    measured costs favour (policies/draft_length.py; keep one policy across calls so it learns)."""
     return _run(verifier, drafter, src_ids, k, accept_argmax, Want(argmax=True), max_len, policy)
 
 
