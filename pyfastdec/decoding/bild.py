@@ -39,7 +39,7 @@ import numpy as np
 from pyfastdec.backends.base import Backend, StepOut, Want
 
 from .policies import DraftOrPlain
-from .draft_verify import _prefix_length, accept_argmax, draft_and_verify
+from .draft_verify import DraftSource, _prefix_length, accept_argmax, draft_and_verify
 from .greedy import greedy
 from .result import DecodeStats
 
@@ -65,7 +65,7 @@ def accept_rollback(rollback: float):
     return accept
 
 
-class _LittleDrafts:
+class _LittleDrafts(DraftSource):
     """Drafts from the little model (a draft_verify.DraftSource). Per live row, `held`
     is how many positions of the little state are valid (BOS included): BOS followed by
     the first held - 1 accepted output tokens; the rest of the accepted output is fed

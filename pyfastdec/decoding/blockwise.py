@@ -29,12 +29,12 @@ import numpy as np
 
 from pyfastdec.backends.base import Backend, StepOut, Want
 
-from .draft_verify import accept_argmax, draft_and_verify
+from .draft_verify import DraftSource, accept_argmax, draft_and_verify
 from .result import DecodeStats
 from .policies import SourceDraftLength, resolve_policy
 
 
-class _HeadDrafts:
+class _HeadDrafts(DraftSource):
     """Each live row's draft is the heads' block from the row's last step, capped by the
     policy (None: whole). The step that verifies a block capped at k runs only k heads
     (at least one), so the next block has the k proposals the policy wants verified: a

@@ -19,11 +19,11 @@ import numpy as np
 from pyfastdec.backends.base import Backend, Want
 
 from .policies import DraftLengthPolicy
-from .draft_verify import AcceptRule, accept_argmax, accept_topk, draft_and_verify
+from .draft_verify import AcceptRule, DraftSource, accept_argmax, accept_topk, draft_and_verify
 from .result import DecodeStats
 
 
-class _DrafterDrafts:
+class _DrafterDrafts(DraftSource):
     """Drafts from a drafter backend; its memory follows the verifier's live rows. With
     a draft-length policy, each iteration verifies only as many drafted tokens as pay
     for themselves (none: no drafter call), and the drafter makes its memory only when

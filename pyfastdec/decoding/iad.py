@@ -19,13 +19,13 @@ import numpy as np
 
 from pyfastdec.backends.base import Backend, Want
 
-from .draft_verify import accept_argmax, draft_and_verify
+from .draft_verify import DraftSource, accept_argmax, draft_and_verify
 from .result import DecodeStats
 from .policies import SourceDraftLength, resolve_policy
 from .source_ngrams import SourceNgrams
 
 
-class _SourceDrafts:
+class _SourceDrafts(DraftSource):
     """The source after each row's re-entry point, capped by the policy (None: whole)."""
 
     def __init__(self, src_ids: list[list[int]], eos: int, policy: SourceDraftLength | None):
