@@ -127,7 +127,7 @@ class _LittleDrafts(DraftSource):
         # 2: a fully accepted draft's last token and the big model's
         self.steady = not fresh and tokens.shape[1] <= 2
         self.after_catch_up = self.held + widths
-        native = getattr(self.little, "draft_greedy", None)
+        native = self.little.draft_greedy  # backends/base.py: None where the backend has no such loop
         if native is not None:  # the loop of _draft, in one engine call
             ids, counts, self.fed = native(self.state, tokens, widths, self.max_draft, self.min_logprob)
             drafts = [row[:n].tolist() for row, n in zip(ids, counts.tolist())]
@@ -185,11 +185,11 @@ def check_little(big: Backend, little: Backend) -> None:
     """The little model must be autoregressive, read a shared encoder and speak the big
     model's vocabulary (which encoder: model_dir.check_shared_encoder, where directories
     are paired)."""
-    name = getattr(getattr(little, "model_dir", None), "path", "the little model")
-    if getattr(little, "arch", None) != "transformer":
-        raise ValueError(f"BiLD: {name}: arch {getattr(little, 'arch', None)!r} (expected an autoregressive "
+    name = little.model_dir.path if little.model_dir is not None else "the little model"
+    if little.arch != "transformer":
+        raise ValueError(f"BiLD: {name}: arch {little.arch!r} (expected an autoregressive "
                          f"'transformer' as the little model)")
-    if not getattr(little, "shares_encoder", False):
+    if not little.shares_encoder:
         raise ValueError(f"BiLD: {name}: config.json encoder.shared is absent (the little model must read the "
                          f"big model's encoder output)")
     if little.vocab_size != big.vocab_size or little.tokens != big.tokens:

@@ -38,7 +38,7 @@ class _DrafterDrafts(DraftSource):
         self.src_ids, self.live = src_ids, np.arange(len(src_ids))  # live: input index per row
         self.memory = None
         self.host = None  # (verifier, its memory of all rows) for a shared-encoder drafter
-        self.shared = getattr(drafter, "shares_encoder", False)
+        self.shared = drafter.shares_encoder
         if policy is None and not self.shared:
             self._encode()
 
@@ -87,8 +87,8 @@ class _DrafterDrafts(DraftSource):
 
 
 def _block_size(drafter: Backend, k: int | None) -> int:
-    if getattr(drafter, "arch", None) != "nat-drafter":
-        raise ValueError(f"GAD: the drafter must be a 'nat-drafter' model, got arch {getattr(drafter, 'arch', None)!r}")
+    if drafter.arch != "nat-drafter":
+        raise ValueError(f"GAD: the drafter must be a 'nat-drafter' model, got arch {drafter.arch!r}")
     k = k if k is not None else drafter.block_size
     if k is None or int(k) < 1:
         raise ValueError(f"GAD: draft length k must be >= 1 (default: the drafter's block_size), got {k}")

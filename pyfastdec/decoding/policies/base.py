@@ -226,8 +226,8 @@ class Acceptance:
     def count(self, accepted: np.ndarray, lengths: np.ndarray) -> None:
         """One verification: per row, draft tokens kept and drafted (rows whose draft was
         cut short count up to their length), without a Python loop over positions (IAD
-        drafts are long: a loop over 100 positions per iteration would cost more than the
-        step at batch 1)."""
+        drafts are long: a loop over their positions every iteration would cost more than
+        the step at batch 1)."""
         self.fade(self.decay)
         weight = 1.0 / self._scale
         # Position i of a row was checked when i < its length and every earlier one was
