@@ -129,14 +129,23 @@ def test_the_policies_share_one_cost_table_and_acceptance_estimator():
 
 def test_costs_by_batch_size_are_trusted_only_with_enough_points():
     table = CostTable({"plain": False, "verify": True}, window=8, per_batch=True)
-    for _ in range(3):
-        table.add("plain", 1, 1, 1e-3)  # batch 1: 1 ms a step
-        table.add("plain", 32, 32, 4e-3)
-    assert table.predict("plain", 1, 1) == pytest.approx(1e-3) and table.predict("plain", 32, 32) == pytest.approx(4e-3)
+    step_seconds = {1: 1e-3, 2: 1e-3, 32: 4e-3}  # overhead-bound at 1 and 2 rows: not one line
+    for n in range(3):
+        for rows, seconds in step_seconds.items():
+            table.add("plain", rows, rows, seconds)
+        overall = table["plain"].all.predict(1)
+        assert overall != pytest.approx(1e-3)
+        # trusted from the third point on (CostsByRows.trust), the overall fit until then
+        assert table.predict("plain", 1, 1) == pytest.approx(1e-3 if n == 2 else overall)
+    assert table.predict("plain", 2, 2) == pytest.approx(1e-3) and table.predict("plain", 32, 32) == pytest.approx(4e-3)
     assert table.predict("plain", 8, 8) == pytest.approx(table["plain"].all.predict(8))  # unseen: the overall fit
-    for width in (1, 1, 1):  # one width: the slope of a "verify" line is not measured yet
-        table.add("verify", 2, 2 * width, 2e-3)
-    assert table["verify"].line(2) == (table["verify"].all.a, table["verify"].all.b)
+    verify = table["verify"]
+    for _ in range(3):
+        table.add("verify", 4, 8, 3e-3)  # batch 4 at two widths: its slope is measured
+        table.add("verify", 4, 16, 5e-3)
+        table.add("verify", 2, 2, 2e-3)  # batch 2 at one width only: not
+    assert verify.line(4) == pytest.approx((1e-3, 2.5e-4))
+    assert verify.line(2) == (verify.all.a, verify.all.b) and verify.line(2) != pytest.approx((2e-3, 0.0))
 
 
 class CapAtTwo(DraftPolicy):
