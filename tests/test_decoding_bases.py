@@ -15,7 +15,7 @@ from pyfastdec.decoding import blockwise, greedy, iad
 from pyfastdec.decoding.bild import bild
 from pyfastdec.decoding.draft_verify import DraftSource, accept_argmax, draft_and_verify
 from pyfastdec.decoding.policies import AdaptiveDraftLength, DraftOrPlain, DraftPolicy, SourceDraftLength
-from pyfastdec.decoding.policies.base import Acceptance, CostTable
+from pyfastdec.decoding.policies.base import Acceptance, CostTable, LengthPolicy
 from pyfastdec.decoding.result import DecodeStats
 
 SOURCES = random_sources(6, seed=28)
@@ -109,7 +109,7 @@ def test_bild_runs_its_own_drafting_loop_where_the_little_backend_has_none():
 def test_the_policies_share_one_cost_table_and_acceptance_estimator():
     gad, source = AdaptiveDraftLength(4), SourceDraftLength(4)
     for policy in (gad, source):
-        assert isinstance(policy, DraftPolicy)
+        assert isinstance(policy, LengthPolicy)
         assert isinstance(policy.costs, CostTable) and isinstance(policy.acceptance, Acceptance)
     assert isinstance(DraftOrPlain(), DraftPolicy)
     # GAD: Laplace's rule is the shared estimator with prior 1/2 and no decay

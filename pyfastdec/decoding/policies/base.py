@@ -3,8 +3,10 @@ cost table and acceptance estimator.
 
 A draft policy decides, per iteration of a draft-then-verify loop (draft_verify.py), how
 much drafting pays: how many drafted tokens to verify (GAD, IAD, blockwise) or whether to
-draft at all (BiLD). Outputs never depend on the decision: the loop accepts only what the
-verifier would produce. A policy decides from two estimates, both learnt while it runs
+draft at all (BiLD). Under a lossless acceptance rule outputs never depend on the
+decision (the loop accepts only what the verifier would produce); under a lossy one
+(GAD++, lossy BiLD) they may, so they follow the timings unless the policy is fixed
+(FixedDraftLength). A policy decides from two estimates, both learnt while it runs
 (a Translator keeps one policy per strategy, so it learns them once):
 - CostTable: what a call or a whole iteration costs, in seconds, as a line
   t = a + b * token rows computed, fitted by least squares per kind of work ("plain"
@@ -12,8 +14,9 @@ verifier would produce. A policy decides from two estimates, both learnt while i
   live batch size;
 - Acceptance: per draft position, how often a drafted token is kept given that every
   token before it was; from it, the tokens a row gains from verifying k drafted tokens.
-The subclasses differ only where their drafts differ (each says why): gad.py's drafter
-costs a call per draft (a "draft" line); IAD's and blockwise's drafts cost nothing to
+LengthPolicy holds both for the policies that choose a verified draft length; they
+differ only where their drafts differ (each module says why): GAD's drafter costs
+a call per draft (a "draft" line); IAD's and blockwise's drafts cost nothing to
 propose but depend on the text (decayed acceptance, per-batch lines, whole iterations
 timed); BiLD's little model drafts a length its own confidence decides (draft_or_plain.py
 compares the two modes per output token instead).
@@ -74,6 +77,33 @@ class DraftPolicy:
     def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float,
                  extra_work: bool = False) -> None:
         pass
+
+
+class LengthPolicy(DraftPolicy):
+    """A policy that chooses how many drafted tokens to verify, k in {0} + candidates
+    (k_max at most), from the shared estimators: `costs`, a CostTable, and `acceptance`,
+    an Acceptance over k_max positions. `calls` counts its decisions."""
+
+    def __init__(self, k_max: int, candidates: list[int], costs: CostTable, acceptance: Acceptance):
+        super().__init__()
+        self.k_max, self.candidates = check_k_max(k_max), candidates
+        self.costs, self.acceptance = costs, acceptance
+        self.calls = 0
+
+    @property
+    def reached(self) -> np.ndarray:
+        """(Decayed) counts of rows whose draft position i was checked."""
+        return self.acceptance.reached
+
+    @property
+    def kept(self) -> np.ndarray:
+        """(Decayed) counts of rows whose drafted token i was accepted."""
+        return self.acceptance.kept
+
+    def expected_tokens(self, k: int) -> float:
+        """Tokens a row gains from verifying a k-token draft: the accepted draft plus the
+        verifier's own token."""
+        return self.acceptance.expected_tokens(k)
 
 
 class LinearCost:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .base import Acceptance, CostTable, DraftPolicy, check_k_max, draft_candidates
+from .base import Acceptance, CostTable, DraftPolicy, LengthPolicy, check_k_max, draft_candidates
 
 
 class DraftLengthPolicy(DraftPolicy):
@@ -43,7 +43,7 @@ class DraftLengthPolicy(DraftPolicy):
         """A drafter call computed `tokens` token rows in `seconds`."""
 
 
-class AdaptiveDraftLength(DraftLengthPolicy):
+class AdaptiveDraftLength(LengthPolicy, DraftLengthPolicy):
     """Draft length per iteration for GAD; see the module docstring.
 
     k_max: the longest draft (the drafter's block size); candidates: the lengths tried
@@ -54,26 +54,14 @@ class AdaptiveDraftLength(DraftLengthPolicy):
     PRIOR, PRIOR_ROWS = 0.5, 2.0  # Laplace: an unseen position counts as kept 1 in 2
 
     def __init__(self, k_max: int, candidates: list[int] | None = None, window: int = 64):
-        super().__init__()
         check_k_max(k_max)
         if candidates is None:
             candidates = draft_candidates(k_max)
-        self.k_max, self.candidates = k_max, [k for k in candidates if 1 <= k <= k_max]
         # One line per model over every batch size: GAD's calls are timed alone, and the
         # exploration gives the verifier's line several widths.
-        self.costs = CostTable({"draft": False, "verify": True}, window, per_batch=False)
-        self.acceptance = Acceptance(k_max, self.PRIOR, self.PRIOR_ROWS)
-        self.calls = 0
-
-    @property
-    def reached(self) -> np.ndarray:
-        """Rows whose draft position i was checked."""
-        return self.acceptance.reached
-
-    @property
-    def kept(self) -> np.ndarray:
-        """... and whose drafted token i was accepted."""
-        return self.acceptance.kept
+        super().__init__(k_max, [k for k in candidates if 1 <= k <= k_max],
+                         CostTable({"draft": False, "verify": True}, window, per_batch=False),
+                         Acceptance(k_max, self.PRIOR, self.PRIOR_ROWS))
 
     # ---- decisions
     def choose(self, rows: int, drafter_tokens: int) -> int:
@@ -84,11 +72,6 @@ class AdaptiveDraftLength(DraftLengthPolicy):
         self.calls += 1
         self.remember(k)
         return k
-
-    def expected_tokens(self, k: int) -> float:
-        """Tokens a row gains from verifying a k-token draft: the accepted draft plus the
-        verifier's own token."""
-        return self.acceptance.expected_tokens(k)
 
     def rate(self, k: int, rows: int, drafter_tokens: int) -> float:
         """Expected output tokens per second when verifying k drafted tokens."""

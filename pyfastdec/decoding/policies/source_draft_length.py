@@ -46,10 +46,10 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from .base import Acceptance, CostTable, DraftPolicy, check_k_max, draft_candidates
+from .base import Acceptance, CostTable, LengthPolicy, check_k_max, draft_candidates
 
 
-class SourceDraftLength(DraftPolicy):
+class SourceDraftLength(LengthPolicy):
     """Draft-length policy for drafts that cost nothing to propose (IAD's source; the
     blockwise heads' block). k_max: the longest draft worth considering (IAD: the model's
     max_source_len; blockwise: K). The same candidates and per-position acceptance as
@@ -74,18 +74,16 @@ class SourceDraftLength(DraftPolicy):
 
     def __init__(self, k_max: int, window: int = 64, decay: float = 0.98, revisit: int = 16,
                  cost_model: Optional[Callable[[int, bool], float]] = None, probe_every: int = 128):
-        super().__init__()
         check_k_max(k_max)
         if not 0.0 < decay <= 1.0:
             raise ValueError(f"decay must be in (0, 1], got {decay}")
-        self.k_max, self.candidates = k_max, draft_candidates(k_max)
-        self.calls = 0
-        self.decay, self.revisit, self.cost_model, self.probe_every = decay, revisit, cost_model, probe_every
         # Lines per batch size, for plain iterations and for iterations that made or
         # verified drafts (see the module docstring).
-        self.costs = CostTable({"plain": False, "verify": True}, window, per_batch=True)
+        super().__init__(k_max, draft_candidates(k_max),
+                         CostTable({"plain": False, "verify": True}, window, per_batch=True),
+                         Acceptance(k_max, self.PRIOR, self.PRIOR_ROWS, decay))
         self.plain_costs, self.verify_costs = self.costs["plain"], self.costs["verify"]
-        self.acceptance = Acceptance(k_max, self.PRIOR, self.PRIOR_ROWS, decay)
+        self.decay, self.revisit, self.cost_model, self.probe_every = decay, revisit, cost_model, probe_every
         self._iteration: Optional[tuple[float, int, int, bool]] = None  # (start, rows, width, drafted)
         self._plain_in_a_row = 0
         self._probe_due = 0  # plain_steps: steps with drafts still due (a probe)
@@ -135,21 +133,6 @@ class SourceDraftLength(DraftPolicy):
         self.calls += 1
         self.remember(k)
         return k
-
-    @property
-    def reached(self) -> np.ndarray:
-        """Decayed counts of rows whose draft position i was checked."""
-        return self.acceptance.reached
-
-    @property
-    def kept(self) -> np.ndarray:
-        """Decayed counts of rows whose draft token i was accepted."""
-        return self.acceptance.kept
-
-    def expected_tokens(self, k: int) -> float:
-        """Tokens a row gains from verifying a k-token draft: the accepted draft plus the
-        verifier's own token."""
-        return self.acceptance.expected_tokens(k)
 
     def _best(self, lengths: list[int], longest: int) -> int:
         rows, expected = len(lengths), self.acceptance.table()
