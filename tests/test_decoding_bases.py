@@ -88,7 +88,8 @@ def test_a_backend_without_optional_capabilities_works_through_the_defaults():
     backend = Minimal()
     assert (backend.arch, backend.block_size, backend.proposal_heads) == ("transformer", None, 0)
     assert backend.shares_encoder is False and backend.draft_greedy is None and backend.model_dir is None
-    assert backend.release_scratch() == 0
+    assert backend.release_scratch() == 0 and backend.scratch_bytes() == 0
+    assert backend.encode_full_vocabulary(SOURCES) == backend.encode(SOURCES)  # no shortlist: the same memory
     with pytest.raises(ValueError, match="^attach: Minimal has its own encoder"):
         backend.attach(backend.encode(SOURCES))
     with pytest.raises(ValueError, match="^draft: Minimal is not a drafter"):

@@ -59,8 +59,12 @@ strategies read a capability instead of probing for it:
                      draft_greedy(state, tokens, widths, max_new, min_logprob) ->
                      (drafts [rows, max_new], -1 past each row's count; counts [rows];
                      fed [rows], drafted tokens fed to the state)
+  encode_full_vocabulary(src_ids) -> Memory: encode with no shortlist, so that every
+                     id gets its log-prob (scoring given targets); without
+                     shortlists it is encode
   release_scratch(keep_bytes=None) -> bytes freed: drop scratch memory kept between
                      calls beyond keep_bytes (0: nothing kept, nothing done)
+  scratch_bytes() -> bytes of that scratch (0: none kept)
   model_dir          the ModelDir the model was loaded from (errors name its path), or None
 Wrappers that add behaviour to another backend (decoding/prefix.py's PrefixedBackend,
 decoding/logit_rules.py's RuledBackend) are not BackendBase subclasses: every capability
@@ -193,8 +197,16 @@ class BackendBase:
         """Drafters only (arch "nat-drafter"): the next k tokens after each row's prefix."""
         raise ValueError(f"draft: {self.describe()} is not a drafter (arch {self.arch!r})")
 
+    def encode_full_vocabulary(self, src_ids: list[list[int]]) -> Memory:
+        """encode without a shortlist: a backend that has none encodes as encode does."""
+        return self.encode(src_ids)
+
     def release_scratch(self, keep_bytes: int | None = None) -> int:
         """Frees scratch kept between calls beyond keep_bytes; returns the bytes freed."""
+        return 0
+
+    def scratch_bytes(self) -> int:
+        """Bytes of scratch kept between calls."""
         return 0
 
     def describe(self) -> str:
