@@ -137,7 +137,7 @@ def patched(targets: list[tuple[object, str, str]], clock: Clock):
 
 def decoding_targets():
     from pyfastdec.decoding import draft_verify
-    from pyfastdec.decoding.source_draft_length import SourceDraftLength
+    from pyfastdec.decoding.policies import SourceDraftLength
 
     iad_mod = importlib.import_module("pyfastdec.decoding.iad")  # the package exports the function as `iad`
     return [(iad_mod.SourceNgrams, "__init__", "n-gram index"),
@@ -183,7 +183,7 @@ def wrapper_cost(clock_calls: int = 20000) -> float:
 def direct_runner(model: Path, threads: int, strategy: str, clock: Clock | None):
     from pyfastdec.backends.native import NativeBackend
     from pyfastdec.decoding import greedy, iad
-    from pyfastdec.decoding.source_draft_length import SourceDraftLength
+    from pyfastdec.decoding.policies import SourceDraftLength
 
     backend = NativeBackend(model, threads=threads, shortlist=True)
     policy = SourceDraftLength(backend.config.max_source_len)

@@ -31,7 +31,7 @@ def sources():
 def test_wrappers_change_nothing_and_are_removed(sources):
     from pyfastdec.backends.native import NativeBackend
     from pyfastdec.decoding import draft_verify, greedy, iad
-    from pyfastdec.decoding.source_draft_length import SourceDraftLength
+    from pyfastdec.decoding.policies import SourceDraftLength
 
     iad_mod = importlib.import_module("pyfastdec.decoding.iad")
     before = {(id(owner), attr): (owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr))

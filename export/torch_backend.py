@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pyfastdec.backends.base import Draft, StepOut, Want
+from pyfastdec.backends.base import BackendBase, Draft, StepOut, Want
 from pyfastdec.backends.edit_margin import check_keep_ids, kept_argmax
 from pyfastdec.backends.proposals import accepted_prefix, check_proposals
 
@@ -36,7 +36,7 @@ class TorchState:
         return self.cache.lengths.numpy().copy()
 
 
-class TorchBackend:
+class TorchBackend(BackendBase):
     def __init__(self, model: Seq2Seq, name: str | Path | None = None):
         """name: what errors call the model (from_dir: its directory)."""
         self.model = model.eval()

@@ -33,11 +33,9 @@ from pyfastdec.backends.base import Backend
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.copy_through import CopyThrough, SourcePieces
 from pyfastdec.decoding import DecodeStats, default_max_len, strategies
-from pyfastdec.decoding.draft_length import DraftLengthPolicy
-from pyfastdec.decoding.draft_or_plain import DraftOrPlain
+from pyfastdec.decoding.policies import DraftLengthPolicy, DraftOrPlain, SourceDraftLength
 from pyfastdec.decoding.logit_rules import RuledBackend
-from pyfastdec.decoding.prefix import PrefixedBackend, PrefixSource
-from pyfastdec.decoding.source_draft_length import SourceDraftLength
+from pyfastdec.decoding.prefix import PrefixedBackend, PrefixSource, target_prefix
 from pyfastdec.decoding.strategies import RULES_OWN, StrategyCall
 from pyfastdec.default_strategy import StrategyChoice, default_strategy
 from pyfastdec.hypotheses import Hyp, ScoredOutput, forced_scores, from_beam, join_units, merge_stats, score
@@ -435,11 +433,8 @@ class Translator:
             for u, h in zip(order[start:start + opts.batch_size], hyps):
                 unit_hyps[u] = h
         for backend in (self.verifier, self.drafter):
-            # Native engines free scratch a huge batch grew (a no-op otherwise); other
-            # backends (the Backend protocol has no such call) keep their own memory.
-            release = getattr(backend, "release_scratch", None)
-            if release is not None:
-                release()
+            if backend is not None:  # a native engine frees the scratch a huge batch grew (others: a no-op)
+                backend.release_scratch()
         per_input: list[list[list[Hyp]]] = [[] for _ in items]  # input -> units -> n-best
         for unit, h in zip(units, unit_hyps):
             if unit.source is not None:  # text now: what copied the source is the source's own text
@@ -478,7 +473,7 @@ class Translator:
         if prefixed:  # decoding/prefix.py: every strategy starts after its rows' prefixes
             verifier = PrefixedBackend(verifier)
             drafter = None if drafter is None else PrefixedBackend(drafter)
-        prefixes = [getattr(s, "target_prefix", []) for s in src]
+        prefixes = [target_prefix(s) for s in src]
         strategy = strategies.get(opts.algo)
         if opts.rules.active:  # every step's distribution ruled; lossless strategies: greedy in their place
             verifier = RuledBackend(verifier, opts.rules)
@@ -487,7 +482,7 @@ class Translator:
         policy = None if strategy.policy is None else strategy.policy.get(self, opts)
         outs, stats = strategy.run(StrategyCall(verifier, drafter, src, max_len, opts, seeds, policy))
         if strategy.hypotheses:  # beam search: n-best lists, scored as it went
-            prefix_logps = [getattr(s, "prefix_logprob", 0.0) for s in src]
+            prefix_logps = [s.prefix_logprob if isinstance(s, PrefixSource) else 0.0 for s in src]
             if prefixed and opts.rules.active:  # the prefix's tokens scored under the rules too
                 prefix_logps = forced_scores(self._scorer(opts), [list(s) for s in src], prefixes, range(len(src)))
             hyps = from_beam(outs, prefixes, prefix_logps, opts.length_penalty, opts.beam_rule)

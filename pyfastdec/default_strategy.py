@@ -9,7 +9,7 @@ user who asks for nothing gets greedy's output, only faster:
 - anything else: greedy.
 Each drafting strategy carries a cost policy that may verify nothing on an iteration
 (a plain greedy step), so the default is never meant to run slower than greedy
-(decoding/draft_length.py, decoding/source_draft_length.py). The reason is a sentence
+(decoding/policies/draft_length.py, decoding/policies/source_draft_length.py). The reason is a sentence
 for `fastdec info` and error messages.
 """
 from __future__ import annotations

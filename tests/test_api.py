@@ -24,10 +24,10 @@ from export.vocab import train_vocab  # noqa: E402
 from export.writer import write_model_dir  # noqa: E402
 from pyfastdec import api  # noqa: E402
 from pyfastdec.api import Corrector, LongInputWarning, Translator  # noqa: E402
-from pyfastdec.backends.base import StepOut, Want  # noqa: E402
+from pyfastdec.backends.base import BackendBase, StepOut, Want  # noqa: E402
 from pyfastdec.backends.native import NativeBackend  # noqa: E402
 from pyfastdec.decoding import beam_search, default_max_len, greedy  # noqa: E402
-from pyfastdec.decoding.draft_length import FixedDraftLength  # noqa: E402
+from pyfastdec.decoding.policies import FixedDraftLength  # noqa: E402
 from pyfastdec.model_dir import ModelDirError  # noqa: E402
 from pyfastdec.text import Tokenizer, cut_ids, sentence_units, split_sentences  # noqa: E402
 
@@ -100,7 +100,7 @@ def torch_greedy(model, src: list[int]) -> list[int]:
     return prefix[1:]
 
 
-class CopyBackend:
+class CopyBackend(BackendBase):
     """A fake verifier whose greedy output is its source (EOS dropped): top-1 = the next
     source token (log 0.9), every other id shares the rest."""
 

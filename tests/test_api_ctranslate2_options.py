@@ -14,7 +14,7 @@ from export.tiny import random_sources, tiny_model, tiny_spm  # noqa: E402
 from export.writer import write_model_dir  # noqa: E402
 from pyfastdec.api import Translator, packaged_model_path  # noqa: E402
 from pyfastdec.decoding import default_max_len  # noqa: E402
-from pyfastdec.decoding.draft_length import FixedDraftLength  # noqa: E402
+from pyfastdec.decoding.policies import FixedDraftLength  # noqa: E402
 
 torch.set_num_threads(1)
 BOS, EOS = 2, 3

@@ -19,7 +19,7 @@ from test_api import SHORT_SOURCE, models, sentences, translator  # noqa: E402,F
 from child_python import child_env  # noqa: E402
 from pyfastdec import cli, cpu_info  # noqa: E402
 from pyfastdec.decoding import strategies  # noqa: E402
-from pyfastdec.decoding.draft_length import FixedDraftLength  # noqa: E402
+from pyfastdec.decoding.policies import FixedDraftLength  # noqa: E402
 from pyfastdec.jobs import workers  # noqa: E402
 
 TEXTS = sentences(6, seed=21)

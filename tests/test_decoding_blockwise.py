@@ -23,8 +23,7 @@ from export.tiny import random_sources
 from export.tiny_task import task_sources
 from pyfastdec.backends.base import Want
 from pyfastdec.decoding import blockwise, greedy
-from pyfastdec.decoding.draft_length import FixedDraftLength
-from pyfastdec.decoding.source_draft_length import SourceDraftLength
+from pyfastdec.decoding.policies import FixedDraftLength, SourceDraftLength
 
 COPIED = [5, 6, 8, 9, 10, 12, 15, EOS]  # no multiples of 7, 11, 13: the corrector copies it
 

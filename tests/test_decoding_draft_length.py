@@ -9,7 +9,7 @@ from test_decoding_support import backends, oracle_for, tiny_drafter, tiny_verif
 
 from export.tiny import random_sources, tiny_spm
 from pyfastdec.decoding import gad, greedy
-from pyfastdec.decoding.draft_length import AdaptiveDraftLength
+from pyfastdec.decoding.policies import AdaptiveDraftLength
 
 
 def feed(policy, rows, verifier_seconds, drafter_seconds, accept_rate, iterations=30, seed=0):

@@ -103,7 +103,7 @@ def test_gad_with_a_tiny_drafter_equals_greedy(verifiers, drafters, which):
 
 
 class DraftAfter:
-    """A draft-length policy (decoding/draft_length.py) that chooses plain steps for the
+    """A draft-length policy (decoding/policies/draft_length.py) that chooses plain steps for the
     first `plain` iterations of a call, then the whole block: rows that end within the
     plain steps finish before the drafter's first draft, so the drafter makes its memory
     late, for the rows still live. Per row the schedule is the same alone or in a batch."""

@@ -12,7 +12,7 @@ import pytest
 from test_decoding_support import EOS, V, RuleCorrector, corrected
 
 from pyfastdec.decoding import greedy, iad
-from pyfastdec.decoding.source_draft_length import SourceDraftLength
+from pyfastdec.decoding.policies import SourceDraftLength
 
 
 def batch1_cost(token_rows: int, drafted: bool) -> float:

@@ -33,7 +33,7 @@ from export.tiny import random_sources, tiny_spm
 from export.tiny_task import task_sources, trained_drafter, trained_verifier, translate
 from export.torch_backend import TorchBackend
 from export.writer import write_model_dir
-from pyfastdec.backends.base import Draft, StepOut, Want
+from pyfastdec.backends.base import BackendBase, Draft, StepOut, Want
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import gad, greedy
 from pyfastdec.decoding.limits import default_max_len
@@ -103,7 +103,7 @@ def corrected(src: list[int]) -> list[int]:
     return out
 
 
-class RuleCorrector:
+class RuleCorrector(BackendBase):
     """A verifier whose next token, after a prefix that follows corrected(source), is the
     next corrected token (else a junk token from a hash of the prefix). Its top-1
     log-prob is log 0.9, every other id shares the rest (ties ordered by id)."""
@@ -165,7 +165,7 @@ class RuleCorrector:
         raise ValueError("not a drafter")
 
 
-class OracleDrafter:
+class OracleDrafter(BackendBase):
     """Proposes the next k tokens of each source's known greedy output (+ EOS), padded
     with junk past it; with `noise`, replaces one proposed token in about half of the
     calls by a wrong one. Asserts that it is given exactly the accepted prefix."""

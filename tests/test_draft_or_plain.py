@@ -1,4 +1,4 @@
-"""DraftOrPlain (decoding/draft_or_plain.py), the draft-or-plain cost policy of BiLD, on
+"""DraftOrPlain (decoding/policies/draft_or_plain.py), the draft-or-plain cost policy of BiLD, on
 hand-made measurements: it explores drafting then a plain run, keeps the cheaper mode,
 probes the other after probe_every decisions (a drafting probe lasting PROBE_DRAFTS
 decisions; twice as late after a probe that changed nothing), keeps costs per batch-size
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyfastdec.decoding.draft_or_plain import DraftOrPlain
+from pyfastdec.decoding.policies import DraftOrPlain
 
 
 def decide(policy: DraftOrPlain, rows: int = 1) -> str:

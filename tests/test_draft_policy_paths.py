@@ -11,7 +11,7 @@ pytest.importorskip("torch", reason="the tiny models need the 'test' extra (torc
 
 from test_api import models, sentences  # noqa: E402,F401  (fixtures)
 from pyfastdec.api import Translator  # noqa: E402
-from pyfastdec.decoding.draft_length import AdaptiveDraftLength, FixedDraftLength  # noqa: E402
+from pyfastdec.decoding.policies import AdaptiveDraftLength, FixedDraftLength  # noqa: E402
 
 K_MAX = 4  # the tiny drafter's block_size
 TEXTS = sentences(9, seed=51)

@@ -19,8 +19,7 @@ from export.data import load_pairs
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import blockwise, gad, gad_plus, greedy, iad
 from pyfastdec.decoding.bild import bild
-from pyfastdec.decoding.draft_or_plain import DraftOrPlain
-from pyfastdec.decoding.draft_length import FixedDraftLength
+from pyfastdec.decoding.policies import DraftOrPlain, FixedDraftLength
 from pyfastdec.text import Tokenizer
 
 MODELS = Path(__file__).resolve().parents[1] / "models"

@@ -38,7 +38,7 @@ from pyfastdec.backends.base import StepOut, Want
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import gad, greedy
 from pyfastdec.decoding.bild import accept_rollback, bild
-from pyfastdec.decoding.draft_or_plain import DraftOrPlain
+from pyfastdec.decoding.policies import DraftOrPlain
 from pyfastdec.model_dir import ModelDir, ModelDirError, encoder_digest
 
 KINDS = ("torch", "native", "int8")

@@ -27,7 +27,7 @@ from export.writer import write_float_twin
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import gad, greedy, iad
 from pyfastdec.decoding.bild import bild
-from pyfastdec.decoding.draft_or_plain import DraftOrPlain
+from pyfastdec.decoding.policies import DraftOrPlain
 from pyfastdec.model_dir import read_config
 from pyfastdec.text import Tokenizer
 

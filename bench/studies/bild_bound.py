@@ -29,14 +29,14 @@ import numpy as np
 from pyfastdec.backends.base import Want
 from pyfastdec.decoding import greedy
 from pyfastdec.decoding.bild import bild
-from pyfastdec.decoding.draft_verify import accept_argmax, draft_and_verify
+from pyfastdec.decoding.draft_verify import DraftSource, accept_argmax, draft_and_verify
 from pyfastdec.decoding.result import DecodeStats
 
 from . import bild_pair
 from bench.data import multi30k_test
 
 
-class OracleDrafts:
+class OracleDrafts(DraftSource):
     """Drafts the next max_draft tokens of a known output (a DraftSource): a little model
     that always agrees with the big one, at no cost."""
 
@@ -49,9 +49,6 @@ class OracleDrafts:
 
     def keep(self, rows: np.ndarray) -> None:
         self.live = [self.live[r] for r in rows.tolist()]
-
-    def verified(self, width, accepted, lengths, seconds, out) -> None:
-        pass
 
 
 def oracle(big, src: list[int], target: list[int], max_draft: int):

@@ -1,5 +1,5 @@
 """BiLD against greedy in ONE process, candidates interleaved: what the draft-or-plain
-policy (pyfastdec/decoding/draft_or_plain.py) makes of drafting, next to drafting every
+policy (pyfastdec/decoding/policies/draft_or_plain.py) makes of drafting, next to drafting every
 iteration and to the big model's greedy decoding.
 
     python -m bench.studies.bild_policy [--big models/en-de-big] [--little models/en-de-little]
@@ -21,7 +21,7 @@ import time
 from export.data import load_pairs
 from pyfastdec.decoding import greedy
 from pyfastdec.decoding.bild import bild
-from pyfastdec.decoding.draft_or_plain import DraftOrPlain
+from pyfastdec.decoding.policies import DraftOrPlain
 
 from . import bild_pair
 

@@ -46,7 +46,7 @@ def fitting(sources: list[str], tokenize, limit: int, n: int) -> list[list[int]]
 class Config:
     def __init__(self, label: str, model: Path, shortlist, max_source_len: int):
         from pyfastdec.backends.native import NativeBackend
-        from pyfastdec.decoding.source_draft_length import SourceDraftLength
+        from pyfastdec.decoding.policies import SourceDraftLength
 
         self.label = label
         self.backend = NativeBackend(model, threads=1, shortlist=shortlist)

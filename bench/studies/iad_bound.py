@@ -2,7 +2,7 @@
 
 IAD (input-guided aggressive decoding) drafts the source; where the model rewrites the
 text, drafts fail and verifying them is wasted work. The draft-length policy
-(pyfastdec/decoding/source_draft_length.py) must keep IAD within 1.1x of greedy's time on
+(pyfastdec/decoding/policies/source_draft_length.py) must keep IAD within 1.1x of greedy's time on
 any input while keeping its speed-up on the text it is meant for. This measures both, on
 the shipped correction model:
 

@@ -40,6 +40,35 @@ BOS .. pending d1..dj (truncate to lengths + 1 + j) and feeds [argmax[j], propos
 Lengths of 0 (e.g. the first step, tokens [[BOS]]) give the block after the first token.
 A backend whose model has no heads (`proposal_heads == 0`, also a backend that cannot run
 heads a config declares, such as onnx) raises ValueError naming the model directory.
+
+Capabilities: required and optional
+-----------------------------------
+`Backend` lists what every strategy calls. What only some models can do is declared
+on `BackendBase` with a default that means "cannot" (no-op, None, 0 or False), so
+strategies read a capability instead of probing for it:
+  arch, block_size   "transformer" | "nat-drafter"; the drafter's block (else None)
+  proposal_heads     K proposal heads (0: none; Want.proposals is refused)
+  shares_encoder     no encoder of its own (config.json encoder.shared): its Memory
+                     comes from attach(host memory), and encode refuses
+  attach(memory)     a shared-encoder model's Memory of the host model's rows: the
+                     host's encoder output, read by this model's cross-attention (GAD's
+                     shared drafter, BiLD's little model); one encoder pass serves both
+  draft(...)         drafters only (arch "nat-drafter")
+  draft_greedy       None, or a method running BiLD's little-model drafting loop in one
+                     call (decoding/bild.py runs the same loop over `step` otherwise):
+                     draft_greedy(state, tokens, widths, max_new, min_logprob) ->
+                     (drafts [rows, max_new], -1 past each row's count; counts [rows];
+                     fed [rows], drafted tokens fed to the state)
+  encode_full_vocabulary(src_ids) -> Memory: encode with no shortlist, so that every
+                     id gets its log-prob (scoring given targets); without
+                     shortlists it is encode
+  release_scratch(keep_bytes=None) -> bytes freed: drop scratch memory kept between
+                     calls beyond keep_bytes (0: nothing kept, nothing done)
+  scratch_bytes() -> bytes of that scratch (0: none kept)
+  model_dir          the ModelDir the model was loaded from (errors name its path), or None
+Wrappers that add behaviour to another backend (decoding/prefix.py's PrefixedBackend,
+decoding/logit_rules.py's RuledBackend) are not BackendBase subclasses: every capability
+they do not override is the wrapped backend's (delegated), which defaults here would hide.
 """
 from __future__ import annotations
 
@@ -118,8 +147,8 @@ class Backend(Protocol):
     """One model behind the calls every decoding strategy uses.
 
     Attributes: `tokens` = {"pad", "unk", "bos", "eos", "mask"} ids, `vocab_size`,
-    `arch` ("transformer" or "nat-drafter"), `block_size` (drafters; else None);
-    backends that can run proposal heads also have `proposal_heads` (K, 0 without heads).
+    `arch` ("transformer" or "nat-drafter"), `block_size` (drafters; else None); the
+    optional capabilities (module docstring) are BackendBase's.
     Source ids given to `encode` are sentencepiece ids followed by EOS.
     """
 
@@ -145,3 +174,41 @@ class Backend(Protocol):
 
     def draft(self, memory: Memory, prefix: list[list[int]], k: int) -> Draft:
         """Drafters only: the next k tokens after each row's accepted prefix (no BOS)."""
+
+
+class BackendBase:
+    """The optional capabilities (module docstring, "Capabilities"), each at the default
+    that means "this model cannot": a backend subclasses it, implements the Backend
+    calls, and overrides what its model can do."""
+
+    arch: str = "transformer"
+    block_size: int | None = None
+    proposal_heads: int = 0
+    shares_encoder: bool = False
+    model_dir: Any = None  # pyfastdec.model_dir.ModelDir, where loaded from one
+    draft_greedy: Any = None  # a method where the backend runs BiLD's drafting loop itself
+
+    def attach(self, host_memory: Memory) -> Memory:
+        """A shared-encoder model's Memory of the host's rows (shares_encoder only)."""
+        raise ValueError(f"attach: {self.describe()} has its own encoder (config.json encoder.shared is absent); "
+                         f"use encode")
+
+    def draft(self, memory: Memory, prefix: list[list[int]], k: int | None = None) -> Draft:
+        """Drafters only (arch "nat-drafter"): the next k tokens after each row's prefix."""
+        raise ValueError(f"draft: {self.describe()} is not a drafter (arch {self.arch!r})")
+
+    def encode_full_vocabulary(self, src_ids: list[list[int]]) -> Memory:
+        """encode without a shortlist: a backend that has none encodes as encode does."""
+        return self.encode(src_ids)
+
+    def release_scratch(self, keep_bytes: int | None = None) -> int:
+        """Frees scratch kept between calls beyond keep_bytes; returns the bytes freed."""
+        return 0
+
+    def scratch_bytes(self) -> int:
+        """Bytes of scratch kept between calls."""
+        return 0
+
+    def describe(self) -> str:
+        """What errors call this model: its directory, else its class."""
+        return str(self.model_dir.path) if self.model_dir is not None else type(self).__name__

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pyfastdec.backends.base import Draft, StepOut, Want
+from pyfastdec.backends.base import BackendBase, Draft, StepOut, Want
 from pyfastdec.backends.proposals import check_proposals
 from pyfastdec.model_dir import (CONFIG_FILE, SHORTLIST_FILE, ModelConfig, ModelDir, ModelDirError,
                                  check_shortlist_content, engine_edit_margin)
@@ -21,9 +21,8 @@ from pyfastdec.runtime import _engine, check_threads, default_threads  # runtime
 from pyfastdec.model_dir.shortlist import Shortlist
 
 # The engine keeps its scratch (which grows with a call's rows) between calls. Above this
-# it is freed after a translate call: a 32-row batch of 128-token sources (the default
-# batch at max_source_len) needs about 72 MiB on the packaged models, a 5000-row batch
-# over 1 GiB.
+# it is freed after a translate call: the default batch at max_source_len fits under it
+# on the packaged models, a batch of thousands of rows does not (bench/README.md).
 SCRATCH_KEEP_BYTES = 128 * 2**20
 
 
@@ -44,7 +43,7 @@ def engine_config(cfg: ModelConfig) -> dict:
     }
 
 
-class NativeBackend:
+class NativeBackend(BackendBase):
     """One model directory on the native engine.
 
     path: the directory, or a ModelDir already loaded (validated) from it: a loaded one is

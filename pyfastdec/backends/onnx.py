@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pyfastdec.backends.base import StepOut, Want
+from pyfastdec.backends.base import BackendBase, StepOut, Want
 from pyfastdec.backends.edit_margin import check_keep_ids, kept_argmax
 from pyfastdec.model_dir import check_tokenizer, read_config
 
@@ -65,7 +65,7 @@ class OnnxState:
     cells: list[np.ndarray] = field(default_factory=list)
 
 
-class OnnxBackend:
+class OnnxBackend(BackendBase):
     """One exported model directory on onnxruntime (CPU).
 
     threads: intra-op threads; inter-op is 1 and the graphs run sequentially, so the

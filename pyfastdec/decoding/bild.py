@@ -22,7 +22,7 @@ lazily from the accepted output: before drafting, it is fed, in one multi-token 
 whatever the big model accepted that it does not hold yet (its rejected token's
 replacement, or the tokens of plain greedy runs).
 
-Rows advance independently at batch > 1. A draft-or-plain policy (draft_or_plain.py)
+Rows advance independently at batch > 1. A draft-or-plain policy (policies/draft_or_plain.py)
 switches to plain greedy steps of the big model where drafting does not pay for itself
 (little steps are sequential: at large batches they may cost more than they save). The
 policy may decide a call whole: a call of one sentence drafts every iteration or runs
@@ -38,8 +38,8 @@ import numpy as np
 
 from pyfastdec.backends.base import Backend, StepOut, Want
 
-from .draft_or_plain import DraftOrPlain
-from .draft_verify import _prefix_length, accept_argmax, draft_and_verify
+from .policies import DraftOrPlain
+from .draft_verify import DraftSource, _prefix_length, accept_argmax, draft_and_verify
 from .greedy import greedy
 from .result import DecodeStats
 
@@ -65,7 +65,7 @@ def accept_rollback(rollback: float):
     return accept
 
 
-class _LittleDrafts:
+class _LittleDrafts(DraftSource):
     """Drafts from the little model (a draft_verify.DraftSource). Per live row, `held`
     is how many positions of the little state are valid (BOS included): BOS followed by
     the first held - 1 accepted output tokens; the rest of the accepted output is fed
@@ -127,7 +127,7 @@ class _LittleDrafts:
         # 2: a fully accepted draft's last token and the big model's
         self.steady = not fresh and tokens.shape[1] <= 2
         self.after_catch_up = self.held + widths
-        native = getattr(self.little, "draft_greedy", None)
+        native = self.little.draft_greedy  # backends/base.py: None where the backend has no such loop
         if native is not None:  # the loop of _draft, in one engine call
             ids, counts, self.fed = native(self.state, tokens, widths, self.max_draft, self.min_logprob)
             drafts = [row[:n].tolist() for row, n in zip(ids, counts.tolist())]
@@ -185,11 +185,11 @@ def check_little(big: Backend, little: Backend) -> None:
     """The little model must be autoregressive, read a shared encoder and speak the big
     model's vocabulary (which encoder: model_dir.check_shared_encoder, where directories
     are paired)."""
-    name = getattr(getattr(little, "model_dir", None), "path", "the little model")
-    if getattr(little, "arch", None) != "transformer":
-        raise ValueError(f"BiLD: {name}: arch {getattr(little, 'arch', None)!r} (expected an autoregressive "
+    name = little.model_dir.path if little.model_dir is not None else "the little model"
+    if little.arch != "transformer":
+        raise ValueError(f"BiLD: {name}: arch {little.arch!r} (expected an autoregressive "
                          f"'transformer' as the little model)")
-    if not getattr(little, "shares_encoder", False):
+    if not little.shares_encoder:
         raise ValueError(f"BiLD: {name}: config.json encoder.shared is absent (the little model must read the "
                          f"big model's encoder output)")
     if little.vocab_size != big.vocab_size or little.tokens != big.tokens:
@@ -220,7 +220,7 @@ def bild(big: Backend, little: Backend, src_ids: list[list[int]], fallback: floa
     else:
         accept, want = accept_argmax, Want(argmax=True)
     if policy is not None:
-        policy.begin_call(len(src_ids))  # it may decide the whole call (draft_or_plain.py)
+        policy.begin_call(len(src_ids))  # it may decide the whole call (policies/draft_or_plain.py)
     if policy is not None and policy.call_mode == "plain" and rollback == 0:
         # greedy itself, not draft_and_verify's plain steps: no setup, no drafting state
         outs, stats = greedy(big, src_ids, max_len)

@@ -13,10 +13,10 @@ The loop (draft_verify.py) keeps a proposal only where it equals the verifier's 
 so the output is greedy's, token for token, whatever the heads propose.
 
 How many of the K proposals to verify is a cost decision per iteration, as for IAD
-(source_draft_length.py): all K where verifying a block costs little more than one
+(policies/source_draft_length.py): all K where verifying a block costs little more than one
 position, fewer where every computed position costs. Unlike IAD's drafts the heads are
 not free: each adds its two linears and an output-layer row per row to the step it runs
-on (all four: ~+60 % of a step at batch 1 on the shipped en-de), so a step runs only as
+on (a large share of a step at batch 1; bench/README.md), so a step runs only as
 many heads as the policy will verify next (Want.heads). Where the best verification rate
 does not beat a plain step's, the policy switches them off: the loop runs plain greedy
 steps in a tight loop (draft_verify._plain_steps), probing with a full block after
@@ -29,12 +29,12 @@ import numpy as np
 
 from pyfastdec.backends.base import Backend, StepOut, Want
 
-from .draft_verify import accept_argmax, draft_and_verify
+from .draft_verify import DraftSource, accept_argmax, draft_and_verify
 from .result import DecodeStats
-from .source_draft_length import SourceDraftLength, resolve_policy
+from .policies import SourceDraftLength, resolve_policy
 
 
-class _HeadDrafts:
+class _HeadDrafts(DraftSource):
     """Each live row's draft is the heads' block from the row's last step, capped by the
     policy (None: whole). The step that verifies a block capped at k runs only k heads
     (at least one), so the next block has the k proposals the policy wants verified: a
@@ -89,10 +89,9 @@ class _HeadDrafts:
 
 def proposal_heads(backend: Backend) -> int:
     """K, the backend's number of proposal heads; ValueError if it has none."""
-    k = int(getattr(backend, "proposal_heads", 0) or 0)
+    k = int(backend.proposal_heads or 0)
     if k < 1:
-        where = getattr(getattr(backend, "model_dir", None), "path", None) or type(backend).__name__
-        raise ValueError(f"blockwise: {where} has no proposal heads (config.json field 'heads'; "
+        raise ValueError(f"blockwise: {backend.describe()} has no proposal heads (config.json field 'heads'; "
                          f"train them with python -m export.train_heads)")
     return k
 
@@ -103,8 +102,8 @@ def blockwise(backend: Backend, src_ids: list[list[int]], max_len: int | None = 
     statistics (stats.mean_tokens: committed tokens per row per iteration). max_len as in
     greedy. policy: how many of the K proposals to verify per iteration; "auto" (default)
     learns it within this call (keep one SourceDraftLength(K) across calls so it learns
-    the costs once); None verifies all K every iteration; any object with
-    SourceDraftLength's methods (e.g. draft_length.FixedDraftLength) fixes the path."""
+    the costs once); None verifies all K every iteration; a policies.DraftPolicy with
+    choose_lengths (e.g. policies.FixedDraftLength) fixes the path."""
     k = proposal_heads(backend)
     stats = DecodeStats(sentences=len(src_ids))
     policy = resolve_policy(policy, k, "blockwise")

@@ -17,7 +17,7 @@ output in `verified` and proposes next; one verifier call per iteration.
 from __future__ import annotations
 
 import time
-from typing import Callable, Protocol
+from typing import Callable
 
 import numpy as np
 
@@ -27,17 +27,21 @@ from .limits import row_limits
 from .result import DecodeStats
 
 
-class DraftSource(Protocol):
+class DraftSource:
     """Where drafts come from (the source sentence for IAD, a drafter model for GAD,
-    the verifier's proposal heads for blockwise)."""
+    the verifier's proposal heads for blockwise, BiLD's little model). A source
+    implements propose and keep; every other hook has a no-op default here, and the loop
+    calls each one unconditionally, so a source overrides only the hooks it uses."""
 
     def propose(self, prefixes: list[list[int]]) -> list[list[int]]:
         """The draft of every live row, given its accepted output so far (no BOS).
         May be empty (the verifier then decodes one token) or too long (the loop cuts it
         after its first EOS and to the row's length budget)."""
+        raise NotImplementedError
 
     def keep(self, rows: np.ndarray) -> None:
         """Only these live rows (indices into the current live rows, in order) remain."""
+        raise NotImplementedError
 
     def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float,
                  out: StepOut) -> None:
@@ -46,21 +50,34 @@ class DraftSource(Protocol):
         step's output (rows in the order of the live rows before `keep`; its `proposals`
         are the next drafts of a source that drafts from the verifier's heads)."""
 
-    # Optional, for a source whose model reads the verifier's encoder output (a shared-
-    # encoder drafter, BiLD's little model), called once right after the verifier encodes:
-    #   verifier_encoded(verifier, memory): the verifier backend and its memory of all rows.
-    # Optional, for a loop asked for the edit-margin rule (want.edit_margin > 0; IAD):
-    #   keep_ids(prefixes, drafts, width) -> int64 [rows, width]: the kept token at every
-    #       position of the step (source_ngrams.py), -1 where none.
-    # Optional (looked up once per call): a source whose drafts cost work even when none
-    # is verified (blockwise's heads) may ask for runs of plain greedy steps.
-    #   plain_steps() -> int: 0, or how many plain steps to run now (no drafts, no
-    #       verified() calls; rows that finish leave through keep() as usual); a source
-    #       returning > 0 must drop the drafts it holds, which the run makes stale.
-    #   plain_ran(rows, steps, seconds): what the run took (rows at its start).
-    # And one that drafts from the verifier's heads (proposals=True) may say how many heads
-    # the next step should run (each costs work; the next iteration verifies no more):
-    #   proposal_count() -> int: Want.heads for this iteration's step (0: all K).
+    def verifier_encoded(self, verifier: Backend, memory) -> None:
+        """Called once, right after the verifier encodes all rows: for a source whose
+        model reads the verifier's encoder output (a shared-encoder drafter, BiLD's
+        little model)."""
+
+    def keep_ids(self, prefixes: list[list[int]], drafts: list[list[int]], width: int) -> np.ndarray:
+        """For a loop asked for the edit-margin rule (want.edit_margin > 0; IAD): int64
+        [rows, width], the kept token at every position of the step (source_ngrams.py),
+        -1 where none. Only a source drafting from the source sentence can say."""
+        raise ValueError(f"draft_and_verify: the edit-margin rule is for source drafts (IAD), not "
+                         f"{type(self).__name__}")
+
+    def plain_steps(self) -> int:
+        """0 (draft this iteration), or how many plain greedy steps to run now: for a
+        source whose drafts cost work even when none is verified (blockwise's heads) or
+        that may not pay (BiLD's little model). The run makes no drafts and no verified()
+        calls (rows that finish leave through keep() as usual); a source returning > 0
+        must drop the drafts it holds, which the run makes stale."""
+        return 0
+
+    def plain_ran(self, rows: int, steps: int, seconds: float) -> None:
+        """What a run of plain steps took (rows at its start)."""
+
+    def proposal_count(self) -> int:
+        """For a source drafting from the verifier's heads (proposals=True): how many
+        heads the next step should run (Want.heads; 0: all K). Each costs work, and the
+        next iteration verifies no more."""
+        return 0
 
 
 # An acceptance rule: (step output [rows, w], drafts [rows, w-1] padded, draft lengths [rows])
@@ -113,7 +130,7 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
     The caller has already encoded with the draft source's model, if any, and times the
     whole call (stats.total). proposals: ask the steps for the verifier's heads' block at
     the accepted position (needs accept_argmax: the backend accepts by argmax); every step,
-    except during the runs of plain steps the source's plain_steps() asks for, if it has one."""
+    except during the runs of plain steps the source's plain_steps() asks for."""
     outs: list[list[int]] = [[] for _ in src_ids]
     if not src_ids:
         return outs
@@ -121,24 +138,23 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
     bos, eos, pad = (verifier.tokens[t] for t in ("bos", "eos", "pad"))
     with stats.timing("encoder"):
         memory = verifier.encode(src_ids)
-    if hasattr(source, "verifier_encoded"):
-        source.verifier_encoded(verifier, memory)
+    source.verifier_encoded(verifier, memory)
     with stats.timing("verifier"):
         state = verifier.start(memory)
     live = np.arange(len(src_ids))  # input index of each live row, in state order
     live_ids = live.tolist()  # the same as Python ints: per-row loops index lists, not numpy
     pending = np.full(len(live), bos, dtype=np.int64)
     held = np.zeros(len(live), dtype=np.int64)  # positions in the state, BOS included
-    # A source may ask for runs of plain greedy steps where drafting does not pay
-    # (blockwise.py: its heads cost every step they run on); they run in a tight loop.
-    plain_steps = getattr(source, "plain_steps", None)
-    proposal_count = getattr(source, "proposal_count", None) if proposals else None
     keep_ids = source.keep_ids if want.edit_margin else None
-    if keep_ids is not None and (proposals or plain_steps is not None):
+    if keep_ids is not None and proposals:
         raise ValueError("draft_and_verify: the edit-margin rule is for source drafts (IAD), not proposal heads")
     while live_ids:
-        steps = plain_steps() if plain_steps is not None else 0
+        # A source may ask for runs of plain greedy steps where drafting does not pay
+        # (blockwise.py: its heads cost every step they run on); they run in a tight loop.
+        steps = source.plain_steps()
         if steps:
+            if keep_ids is not None:  # plain steps would drop the rule: greedy(edit_margin) differs
+                raise ValueError("draft_and_verify: the edit-margin rule is for source drafts (IAD), not plain runs")
             started, rows, before = time.perf_counter(), len(live_ids), stats.iterations
             state, live, pending, held = _plain_steps(verifier, state, steps, live, pending, held, outs, limits,
                                                       eos, want, stats, source)
@@ -163,12 +179,12 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
             tokens[:, 0] = pending
             for r, d in enumerate(drafts):
                 tokens[r, 1:1 + len(d)] = d
-        # Per-iteration Python is what a batch-1 iteration pays beside the step (~45 us at
-        # batch 1): the Want is built directly and the step timed by hand (dataclasses.replace
-        # and a context manager cost a few microseconds each).
+        # Per-iteration Python is what a batch-1 iteration pays beside the step: the Want
+        # is built directly and the step timed by hand (dataclasses.replace and a context
+        # manager each cost a measurable share of that).
         if proposals:
             asked = Want(argmax=want.argmax, topk=want.topk, ids=want.ids, logprobs=want.logprobs, proposals=lengths,
-                         heads=proposal_count() if proposal_count else 0)
+                         heads=source.proposal_count())
         elif keep_ids is not None:
             asked = Want(argmax=True, keep_ids=keep_ids([outs[i] for i in live_ids], drafts, width),
                          edit_margin=want.edit_margin)

@@ -18,12 +18,12 @@ import numpy as np
 
 from pyfastdec.backends.base import Backend, Want
 
-from .draft_length import DraftLengthPolicy
-from .draft_verify import AcceptRule, accept_argmax, accept_topk, draft_and_verify
+from .policies import DraftLengthPolicy
+from .draft_verify import AcceptRule, DraftSource, accept_argmax, accept_topk, draft_and_verify
 from .result import DecodeStats
 
 
-class _DrafterDrafts:
+class _DrafterDrafts(DraftSource):
     """Drafts from a drafter backend; its memory follows the verifier's live rows. With
     a draft-length policy, each iteration verifies only as many drafted tokens as pay
     for themselves (none: no drafter call), and the drafter makes its memory only when
@@ -38,7 +38,7 @@ class _DrafterDrafts:
         self.src_ids, self.live = src_ids, np.arange(len(src_ids))  # live: input index per row
         self.memory = None
         self.host = None  # (verifier, its memory of all rows) for a shared-encoder drafter
-        self.shared = getattr(drafter, "shares_encoder", False)
+        self.shared = drafter.shares_encoder
         if policy is None and not self.shared:
             self._encode()
 
@@ -87,8 +87,8 @@ class _DrafterDrafts:
 
 
 def _block_size(drafter: Backend, k: int | None) -> int:
-    if getattr(drafter, "arch", None) != "nat-drafter":
-        raise ValueError(f"GAD: the drafter must be a 'nat-drafter' model, got arch {getattr(drafter, 'arch', None)!r}")
+    if drafter.arch != "nat-drafter":
+        raise ValueError(f"GAD: the drafter must be a 'nat-drafter' model, got arch {drafter.arch!r}")
     k = k if k is not None else drafter.block_size
     if k is None or int(k) < 1:
         raise ValueError(f"GAD: draft length k must be >= 1 (default: the drafter's block_size), got {k}")
@@ -114,7 +114,7 @@ def gad(verifier: Backend, drafter: Backend, src_ids: list[list[int]], k: int | 
     """Vanilla GAD: outputs (ids without BOS/EOS, input order; equal to greedy's) and
     statistics. k: drafted tokens per iteration (default: the drafter's block_size);
     max_len as in greedy; policy: verify only as many drafted tokens per iteration as
-    measured costs favour (draft_length.py; keep one policy across calls so it learns)."""
+    measured costs favour (policies/draft_length.py; keep one policy across calls so it learns)."""
     return _run(verifier, drafter, src_ids, k, accept_argmax, Want(argmax=True), max_len, policy)
 
 

@@ -9,7 +9,7 @@ n-gram that occurs exactly once in the source; the source after that n-gram, the
 is the next draft. Every kept token is the verifier's argmax after a verified prefix, so
 the output is greedy's, token for token.
 
-How much of a draft is verified is a cost decision (source_draft_length.py): the whole
+How much of a draft is verified is a cost decision (policies/source_draft_length.py): the whole
 draft where the model copies, nothing (plain greedy steps) where it rewrites the text, so
 IAD costs about what greedy costs on text its model does not fit.
 """
@@ -19,13 +19,13 @@ import numpy as np
 
 from pyfastdec.backends.base import Backend, Want
 
-from .draft_verify import accept_argmax, draft_and_verify
+from .draft_verify import DraftSource, accept_argmax, draft_and_verify
 from .result import DecodeStats
-from .source_draft_length import SourceDraftLength, resolve_policy
+from .policies import SourceDraftLength, resolve_policy
 from .source_ngrams import SourceNgrams
 
 
-class _SourceDrafts:
+class _SourceDrafts(DraftSource):
     """The source after each row's re-entry point, capped by the policy (None: whole)."""
 
     def __init__(self, src_ids: list[list[int]], eos: int, policy: SourceDraftLength | None):

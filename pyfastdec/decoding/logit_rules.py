@@ -30,6 +30,7 @@ import numpy as np
 
 from pyfastdec.backends.base import Backend, StepOut, Want
 
+from .prefix import target_prefix
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,7 @@ class RuledBackend:
         return getattr(self.backend, name)
 
     def encode(self, src_ids: list) -> _Memory:
-        return _Memory(self.backend.encode(src_ids), [[int(t) for t in getattr(s, "target_prefix", ())]
-                                                      for s in src_ids])
+        return _Memory(self.backend.encode(src_ids), [target_prefix(s) for s in src_ids])
 
     def start(self, memory: _Memory) -> _State:
         rows = len(memory.prefixes)

@@ -46,8 +46,9 @@ class _State:
         self.inner, self.offset, self.fresh, self.last = inner, offset, fresh, last
 
 
-def _prefix(source) -> list[int]:
-    return list(getattr(source, "target_prefix", ()))
+def target_prefix(source) -> list[int]:
+    """A source row's target prefix: a PrefixSource's, else none (a plain id list)."""
+    return list(source.target_prefix) if isinstance(source, PrefixSource) else []
 
 
 class PrefixedBackend:
@@ -70,7 +71,7 @@ class PrefixedBackend:
 
     def start(self, memory: _Memory) -> _State:
         state = self.backend.start(memory.inner)
-        prefixes = [_prefix(s) for s in memory.sources]
+        prefixes = [target_prefix(s) for s in memory.sources]
         m = np.array([len(p) for p in prefixes], dtype=np.int64)
         last = np.array([p[-1] if p else self.tokens["bos"] for p in prefixes], dtype=np.int64)
         if m.max(initial=0) > 0:
@@ -115,8 +116,8 @@ class PrefixedBackend:
     def draft(self, memory: _Memory, prefix: list[list[int]], k: int | None = None):
         # The drafter drafts after the whole output so far: the target prefix, then the
         # tokens the strategy accepted after it.
-        return self.backend.draft(memory.inner, [_prefix(s) + list(p) for s, p in zip(memory.sources, prefix)], k)
+        return self.backend.draft(memory.inner, [target_prefix(s) + list(p) for s, p in zip(memory.sources, prefix)], k)
 
 
 def has_prefix(src_ids: Sequence) -> bool:
-    return any(_prefix(s) for s in src_ids)
+    return any(target_prefix(s) for s in src_ids)

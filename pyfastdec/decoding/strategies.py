@@ -18,13 +18,11 @@ from typing import Callable, Optional
 from .beam import beam_search
 from .bild import DEFAULT_FALLBACK, bild
 from .blockwise import blockwise
-from .draft_length import AdaptiveDraftLength
-from .draft_or_plain import DraftOrPlain
 from .gad import gad, gad_plus
 from .greedy import greedy
 from .iad import iad
 from .sampling import sample
-from .source_draft_length import SourceDraftLength
+from .policies import AdaptiveDraftLength, DraftOrPlain, SourceDraftLength
 
 # The per-call options an entry may take (Strategy.options); the others are refused for it.
 BEAM = "beam"  # beam_size > 1, n_best > 1 (n-best lists), beam_rule

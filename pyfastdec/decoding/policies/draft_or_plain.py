@@ -7,22 +7,25 @@ overhead) it usually does; at batch 32 (compute-bound GEMMs) it may not. This po
 measures both, as seconds per output token of a row, and answers draft_and_verify's
 plain_steps(): 0 (draft this iteration) or a run of plain greedy steps.
 
-Costs are kept per batch-size bucket (1, 2-3, 4-7, ...: a Translator sees both batch 1
-and large batches, whose costs differ by an order of magnitude), as exponential moving
-averages; the first iterations of a bucket try drafting, then one plain run, and the
-slower mode is probed again now and then so a changed machine load is noticed (every
-probe_every decisions, twice as far apart after each probe that changed nothing, up to
-MAX_INTERVAL: a probe of the dearer mode costs, at batch 32 drafting costs twice what
-plain steps do). A probe
+Why not base.py's cost table: the little model, not the policy, decides how long a draft
+is (while it stays confident), so there is no draft length to weigh and no line over
+token rows to extrapolate; what can be compared is what each mode costs per output
+token, as it runs. So the costs here are ratios of moving averages (seconds over
+row-tokens) per mode, kept per batch-size bucket (1, 2-3, 4-7, ...: a Translator sees
+both batch 1 and large batches, whose costs differ by an order of magnitude); the first
+iterations of a bucket try drafting, then one plain run, and the slower mode is probed
+again now and then so a changed machine load is noticed (every probe_every decisions,
+twice as far apart after each probe that changed nothing, up to MAX_INTERVAL: a probe of
+the dearer mode costs, and at batch 32 drafting can cost well over plain steps). A probe
 of drafting lasts PROBE_DRAFTS iterations: the first one after plain steps pays a
 switching cost (the little model catches up on every token the plain steps produced,
 and at a call's first draft it attaches to the encoder output), which the caller leaves
-out of the measured drafting cost (drafted(steady=False)); what is compared is drafting
+out of the measured drafting cost (bild.py times steady iterations only); what is compared is drafting
 as it runs once it runs; a bucket's first drafting iteration (scratch growth, cold
 caches) is left out too. That per-iteration measurement is biased at batch 1: plain
 runs cover the start of most sentences, so drafting is probed on sentence tails, and the
-iteration that ends a sentence is never timed (en-de-attn + en-de-little: 68-88 us per
-token measured against about 30 drafting every iteration, so it mostly ran plain steps).
+iteration that ends a sentence is never timed, so drafting looked dearer than it is and
+the policy mostly ran plain steps.
 
 So a call of ONE sentence (batch 1, what latency-bound users run) is decided whole: the
 caller says where it begins and ends (begin_call, end_call), and the call drafts every
@@ -31,22 +34,19 @@ over whole sentences, start and end included, as seconds of decoding (the encode
 out) per output token: after one warm-up call of each mode, the first EXPLORE_CALLS
 calls of each alternate, then the cheaper mode runs and the other is probed on one call
 every probe_every calls (twice as far apart after each probe that changed nothing).
-bench.bild_policy, en-de-big + en-de-little, 500 test sentences at batch 1: 1.11x greedy
-(drafting every iteration 1.19x); the per-iteration policy had given 1.00x.
+bench/README.md has what this gives against the per-iteration policy.
 
 A call of several rows is decided per iteration, with one exception: once plain steps
 were measured cheaper in every bucket the call will pass through, it runs plain to its
 end (greedy itself), and only one such call in probe_every is decided per iteration, to
-keep measuring. Per-iteration decisions cost where drafting never pays: their probes,
-the switch back to drafting and the loop's own overhead made BiLD 0.80-1.03x greedy at
-batch 32 over four runs of bench.bild_policy; with whole plain calls, 1.06x and 0.94x in
-two runs (the same decisions in both: 61 drafting, 87 plain, the rest whole calls).
+keep measuring. Per-iteration decisions cost where drafting never pays (their probes,
+the switch back to drafting and the loop's own overhead), which whole plain calls avoid.
 
 Outputs never depend on the choice: drafts are verified against the big model either way.
 """
 from __future__ import annotations
 
-from .draft_length import remember
+from .base import DraftPolicy
 
 
 class _Bucket:
@@ -67,21 +67,20 @@ class _Bucket:
         self.warm = False  # the bucket's first drafting measurement was seen (and left out)
 
 
-class DraftOrPlain:
+class DraftOrPlain(DraftPolicy):
     """run: plain steps per run (a run is one decision); probe_every: decisions in the
     cheaper mode between two tries of the other; smoothing: the EMA's weight of a new
     measurement."""
 
-    KEEP_CHOSEN = 10_000  # decisions kept in `chosen` (draft_length.remember)
     EXPLORE_DRAFTS = 4  # drafting iterations measured before the first plain run (after a warm-up one)
     PROBE_DRAFTS = 3  # drafting decisions per probe: the first pays the switch, the rest are measured
 
     def __init__(self, run: int = 8, probe_every: int = 16, smoothing: float = 0.2):
         if run < 1 or probe_every < 1 or not 0 < smoothing <= 1:
             raise ValueError("DraftOrPlain: run and probe_every must be >= 1, smoothing in (0, 1]")
+        super().__init__()
         self.run, self.probe_every, self.smoothing = run, probe_every, smoothing
         self.buckets: dict[int, _Bucket] = {}
-        self.chosen: list[str] = []  # recent decisions ("draft" / "plain"), for statistics and tests
         self.calls = _Bucket()  # whole one-sentence calls (begin_call/end_call): their costs per mode
         self.calls.interval = probe_every
         self.calls_warmed: set[str] = set()  # modes whose first (unmeasured) call has run
@@ -148,7 +147,7 @@ class DraftOrPlain:
             choice = "draft" if b.drafts <= b.plains else "plain"
         else:
             choice, _ = self._cheaper_or_probe(b)
-        remember(self.chosen, choice, self.KEEP_CHOSEN)
+        self.remember(choice)  # "draft" / "plain"
         return choice
 
     def _cheaper_or_probe(self, b: _Bucket) -> tuple[str, bool]:
@@ -179,7 +178,7 @@ class DraftOrPlain:
             choice, probe = self._cheaper_or_probe(b)
             if probe and choice == "draft":
                 b.probing = self.PROBE_DRAFTS - 1
-        remember(self.chosen, choice, self.KEEP_CHOSEN)
+        self.remember(choice)  # "draft" / "plain"
         return self.run if choice == "plain" else 0
 
     @staticmethod

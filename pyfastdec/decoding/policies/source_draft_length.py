@@ -3,28 +3,30 @@ costs (lossless either way): IAD's source draft, and blockwise's proposal heads.
 
 IAD's draft is the source after the re-entry point: free to make, but as long as the
 rest of the sentence. On text the model copies, verifying it whole is what makes IAD
-fast; on text the model rewrites, nearly every draft fails at once and verifying 100
-positions to commit one token made IAD ten times slower than greedy (quadratic in the
-line length). So, as for GAD (draft_length.py, whose cost fits and acceptance counts this
-reuses), the verified length is a cost decision: per iteration the cap k on every row's
-draft maximises
+fast; on text the model rewrites, nearly every draft fails at once, and verifying a long
+draft to commit one token costs far more than a greedy step (quadratic in the line
+length). So, as for GAD (draft_length.py; both on base.py's cost table and acceptance
+estimator), the verified length is a cost decision: per iteration the cap k on every
+row's draft maximises
 
     sum over rows of expected tokens (min(k, row's draft length)) / verifier time(rows * width)
 
 where width = 1 + the longest capped draft (shorter drafts are padded, and padding costs
-as much as a real position), and k = 0 is a plain greedy step. Two differences from GAD:
+as much as a real position), and k = 0 is a plain greedy step. What differs from GAD, and
+why:
 - acceptance depends on the text, not only on the model, so the counts decay (each
-  verification weighs old counts by `decay`) and follow the text being corrected;
+  verification weighs old counts by `decay`) and follow the text being corrected, and
+  start from an optimistic PRIOR (correction models mostly copy);
 - a policy that has settled on k = 0 learns nothing new about acceptance, so after
   `revisit` plain steps in a row it verifies one drafted token, which costs little and
-  lets it find its way back when the text becomes copyable again.
-Costs are whole iterations (from one proposal to the next: the step, acceptance, roll-back
-and the loop's Python), fitted per live batch size (CostsByRows), and separately for
-plain steps and for verifications, because
-a verification pays a fixed roll-back and acceptance overhead that a plain step does not;
-at batch 1 that overhead is what decides whether a one-token draft pays. `cost_model`
-replaces the measured times with a function (token rows, drafted?) -> seconds, for tests
-and simulations that must not depend on the machine.
+  lets it find its way back when the text becomes copyable again;
+- no drafter call is timed alone, so costs are whole iterations (from one proposal to
+  the next: the step, acceptance, roll-back and the loop's Python), fitted per live
+  batch size, and separately for plain steps and for verifications, because a
+  verification pays a fixed roll-back and acceptance overhead that a plain step does
+  not; at batch 1 that overhead is what decides whether a one-token draft pays.
+`cost_model` replaces the measured times with a function (token rows, drafted?) ->
+seconds, for tests and simulations that must not depend on the machine.
 
 Blockwise (decoding/blockwise.py) uses the same policy with k_max = its K heads, plus
 plain_steps(): the heads cost work on every step they run on, so where no verification
@@ -32,10 +34,10 @@ beats a plain step the policy asks for runs of plain greedy steps (heads off), p
 after `probe_every` plain steps with a full block, and, while drafting, re-measures plain
 steps every `probe_every` steps, so that one bad measurement cannot settle the choice.
 Each probe that finds the heads still not paying doubles the gap to the next (up to
-MAX_PROBE_GAP times probe_every): a probe costs about five plain steps at batch 1 (all K
-heads, then a full block verified), which at every 128 steps kept heads that never pay
-~4 % slower than greedy; the first probe after drafting paid is again at probe_every.
-Acceptance counts also fade during plain runs (PLAIN_STEPS_PER_FADE).
+MAX_PROBE_GAP times probe_every): a probe runs all K heads and then verifies a full
+block, several plain steps' worth of work, which at a fixed gap keeps heads that never
+pay measurably slower than greedy; the first probe after drafting paid is again at
+probe_every. Acceptance counts also fade during plain runs (PLAIN_STEPS_PER_FADE).
 """
 from __future__ import annotations
 
@@ -44,16 +46,14 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from .draft_length import _LinearCost, draft_candidates, remember
+from .base import Acceptance, CostTable, LengthPolicy, check_k_max, draft_candidates
 
 
-class SourceDraftLength:
+class SourceDraftLength(LengthPolicy):
     """Draft-length policy for drafts that cost nothing to propose (IAD's source; the
     blockwise heads' block). k_max: the longest draft worth considering (IAD: the model's
     max_source_len; blockwise: K). The same candidates and per-position acceptance as
     GAD's AdaptiveDraftLength, with decayed counts and cost fits per batch size."""
-
-    KEEP_CHOSEN = 10_000  # decisions kept in `chosen` (at least this many, at most twice)
 
     # The first decisions measure a plain step and two short verifications (cheap even
     # where verifying costs the most); then the fits decide. Until acceptance is seen, a
@@ -74,22 +74,17 @@ class SourceDraftLength:
 
     def __init__(self, k_max: int, window: int = 64, decay: float = 0.98, revisit: int = 16,
                  cost_model: Optional[Callable[[int, bool], float]] = None, probe_every: int = 128):
-        if k_max < 1:
-            raise ValueError(f"k_max must be >= 1, got {k_max}")
+        check_k_max(k_max)
         if not 0.0 < decay <= 1.0:
             raise ValueError(f"decay must be in (0, 1], got {decay}")
-        self.k_max, self.candidates = k_max, draft_candidates(k_max)
-        self.calls = 0
-        self.chosen: list[int] = []  # recent decisions, for statistics and tests
+        # Lines per batch size, for plain iterations and for iterations that made or
+        # verified drafts (see the module docstring).
+        super().__init__(k_max, draft_candidates(k_max),
+                         CostTable({"plain": False, "verify": True}, window, per_batch=True),
+                         Acceptance(k_max, self.PRIOR, self.PRIOR_ROWS, decay))
+        self.plain_costs, self.verify_costs = self.costs["plain"], self.costs["verify"]
         self.decay, self.revisit, self.cost_model, self.probe_every = decay, revisit, cost_model, probe_every
-        self.plain_costs = CostsByRows(window, sloped=False)  # iterations without a draft
-        self.verify_costs = CostsByRows(window, sloped=True)  # iterations that made or verified drafts
         self._iteration: Optional[tuple[float, int, int, bool]] = None  # (start, rows, width, drafted)
-        # Decayed counts, stored divided by _scale (a decay multiplies one number, not 2 x
-        # k_max: the policy runs every iteration, and at batch 1 each microsecond counts).
-        self._reached = np.zeros(k_max)  # rows whose position i was checked
-        self._kept = np.zeros(k_max)  # ... and whose token i was accepted
-        self._scale = 1.0
         self._plain_in_a_row = 0
         self._probe_due = 0  # plain_steps: steps with drafts still due (a probe)
         self._plain_since_probe = 0
@@ -97,7 +92,6 @@ class SourceDraftLength:
         self._probing = False  # the next choice verifies a full block (a probe after plain steps)
         self._probe_gap = probe_every  # plain steps before the next probe (grows while probes fail)
         self._probe_judged = True  # the last probe's outcome has been weighed
-        self._expected: Optional[list[float]] = None  # expected tokens by draft length, made when needed
 
     # ---- iteration timing
     def iteration_started(self) -> None:
@@ -137,41 +131,11 @@ class SourceDraftLength:
         self._plain_in_a_row = self._plain_in_a_row + 1 if k == 0 else 0
         self._probing = False
         self.calls += 1
-        remember(self.chosen, k, self.KEEP_CHOSEN)
+        self.remember(k)
         return k
 
-    @property
-    def reached(self) -> np.ndarray:
-        """Decayed counts of rows whose draft position i was checked."""
-        return self._reached * self._scale
-
-    @property
-    def kept(self) -> np.ndarray:
-        """Decayed counts of rows whose draft token i was accepted."""
-        return self._kept * self._scale
-
-    def expected_tokens(self, k: int) -> float:
-        """Tokens a row gains from verifying a k-token draft: the accepted draft plus the
-        verifier's own token."""
-        return self._table()[k]
-
-    def _table(self) -> list[float]:
-        if self._expected is None:
-            p = (self._kept * self._scale + self.PRIOR * self.PRIOR_ROWS) / (self._reached * self._scale
-                                                                            + self.PRIOR_ROWS)
-            self._expected = [1.0] + (1.0 + np.cumsum(np.cumprod(p))).tolist()
-        return self._expected
-
-    def _fade(self, factor: float) -> None:
-        self._scale *= factor
-        if self._scale < 1e-200:  # fold the scale in before it underflows
-            self._reached *= self._scale
-            self._kept *= self._scale
-            self._scale = 1.0
-        self._expected = None
-
     def _best(self, lengths: list[int], longest: int) -> int:
-        rows, expected = len(lengths), self._table()
+        rows, expected = len(lengths), self.acceptance.table()
         drafting = [n for n in lengths if n]
         plain = rows - len(drafting)  # rows without a draft gain their one token anyway
         best_k, best_rate = 0, rows / self._plain_seconds(rows)
@@ -211,7 +175,7 @@ class SourceDraftLength:
             self._plain_since_probe, self._probe_due, self._probing, self._probe_judged = 0, 1, True, False
             return 0
         plain = rows / self._plain_seconds(rows)
-        expected = self._table()
+        expected = self.acceptance.table()
         pays = any(rows * expected[k] / self._verify_seconds(rows, 1 + k) > plain for k in self.candidates)
         if not self._probe_judged:  # the probe just ran: back to the base gap, or twice the last
             self._probe_gap = self.probe_every if pays else min(2 * self._probe_gap,
@@ -230,37 +194,20 @@ class SourceDraftLength:
         `rows` rows; the iteration being timed, if any, is dropped (the run interrupted it)."""
         self._plain_since_probe += steps
         if steps:  # acceptance memory fades with steps, drafted or not (it follows the text)
-            self._fade(self.decay ** (steps / self.PLAIN_STEPS_PER_FADE))
+            self.acceptance.fade(self.decay ** (steps / self.PLAIN_STEPS_PER_FADE))
             self.plain_costs.add(rows, rows, self.cost_model(rows, False) if self.cost_model else seconds / steps)
         self._iteration = None
 
     def verified(self, width: int, accepted: np.ndarray, lengths: np.ndarray, seconds: float,
                  extra_work: bool = False) -> None:
-        """The acceptance counts of AdaptiveDraftLength.verified, decayed, and without a
-        Python loop over positions (IAD drafts are long: a loop of 100 positions per
-        iteration would cost more than the step at batch 1). `seconds` (the step alone)
-        is not used: iterations are timed whole (iteration_started); an iteration that
-        made drafts (extra_work) is costed with the verifications, even at width 1."""
+        """Counts acceptance (base.Acceptance, decayed by `decay`). `seconds` (the step
+        alone) is not used: iterations are timed whole (iteration_started); an iteration
+        that made drafts (extra_work) is costed with the verifications, even at width 1."""
         if self._iteration is not None:  # extra_work: drafts were made (costed) though none was verified
             self._iteration = (self._iteration[0], len(accepted), width, width > 1 or extra_work)
         if width == 1:
             return
-        self._fade(self.decay)
-        weight = 1.0 / self._scale
-        # Position i of a row was checked when i < its length and every earlier one was
-        # kept (i <= accepted); it was kept when i < accepted.
-        if len(accepted) == 1:  # batch 1: two slices instead of two histograms
-            length = min(int(lengths[0]), self.k_max)
-            kept = min(int(accepted[0]), length)
-            self._reached[:min(length, kept + 1)] += weight
-            self._kept[:kept] += weight
-            return
-        accepted = np.asarray(accepted, dtype=np.int64)
-        lengths = np.minimum(np.asarray(lengths, dtype=np.int64), self.k_max)
-        accepted = np.minimum(accepted, lengths)
-        examined = np.minimum(lengths, accepted + 1)
-        self._reached += weight * _rows_beyond(examined, self.k_max)
-        self._kept += weight * _rows_beyond(accepted, self.k_max)
+        self.acceptance.count(accepted, lengths)
 
 
 def resolve_policy(policy, k_max: int, strategy: str):
@@ -271,48 +218,3 @@ def resolve_policy(policy, k_max: int, strategy: str):
     if policy != "auto":
         raise ValueError(f"{strategy}: policy must be 'auto', None or a SourceDraftLength, got {policy!r}")
     return SourceDraftLength(k_max)
-
-
-class CostsByRows:
-    """Cost fits t = a + b * token rows, one per live batch size: across batch sizes a
-    step's time is far from linear in token rows (at batch 1 a call's fixed overhead
-    dominates, at 32 the work per row), and a policy lives across batches and through
-    batches whose rows finish one by one. A batch size is trusted once it has `trust`
-    points (and, with `sloped`, points at two widths or more, so its slope is measured);
-    until then predictions come from one fit over every batch size, as a whole."""
-
-    def __init__(self, window: int, sloped: bool, trust: int = 3):
-        self.window, self.sloped, self.trust = window, sloped, trust
-        self.fits: dict[int, _LinearCost] = {}
-        self.all = _LinearCost(window)
-
-    def add(self, rows: int, token_rows: int, seconds: float) -> None:
-        fit = self.fits.get(rows)
-        if fit is None:
-            fit = self.fits[rows] = _LinearCost(self.window)
-        fit.add(token_rows, seconds)
-        self.all.add(token_rows, seconds)
-
-    def has(self, rows: int) -> bool:
-        return rows in self.fits
-
-    def points(self, rows: int) -> int:
-        fit = self.fits.get(rows)
-        return 0 if fit is None else len(fit.points)
-
-    def predict(self, rows: int, token_rows: int) -> float:
-        a, b = self.line(rows)
-        return a + b * token_rows
-
-    def line(self, rows: int) -> tuple[float, float]:
-        """(a, b) of the fit that predicts for this batch size: t = a + b * token rows."""
-        fit = self.fits.get(rows)
-        if fit is not None and len(fit.points) >= self.trust and (fit.sloped or not self.sloped):
-            return fit.a, fit.b
-        return self.all.a, self.all.b
-
-
-def _rows_beyond(counts: np.ndarray, size: int) -> np.ndarray:
-    """[number of rows whose count exceeds i for i in range(size)]."""
-    histogram = np.bincount(counts, minlength=size + 1)[:size + 1]
-    return (len(counts) - np.cumsum(histogram))[:size]
