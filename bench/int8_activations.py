@@ -36,7 +36,7 @@ def float_twin(model_dir: Path, out: Path) -> Path:
     import shutil
 
     from pyfastdec import safetensors_io
-    from pyfastdec.convert import float_weights
+    from pyfastdec.convert.weights import float_weights
     from pyfastdec.model_dir import TOKENIZER_FILES, ModelDir, checksum_keys, config_digest, file_digest
 
     model = ModelDir.load(model_dir)
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
     import sacrebleu
 
     from pyfastdec import Translator
-    from pyfastdec.convert import main as convert
+    from pyfastdec.convert.command import main as convert
 
     sources, refs = lines("test_2016_flickr.en.gz"), lines("test_2016_flickr.de.gz")
     work = Path(tempfile.mkdtemp(prefix="int8-activations-"))

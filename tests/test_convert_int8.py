@@ -1,5 +1,5 @@
 """`fastdec convert marian --quantize int8` with and without calibration text, from the
-package alone (pyfastdec/int8_writer.py, pyfastdec/activation_calibration.py):
+package alone (pyfastdec/convert/int8.py, pyfastdec/convert/calibration.py):
 
 - the int8 weights and embedding are export/writer.py's bytes (torch's rounding);
 - the static multipliers are export/calibrate.py's (the PyTorch forward pass);
@@ -27,9 +27,9 @@ from test_convert_marian import MAX_NEW, SENTENCES, hf_generate, our_sources, ti
 from export.calibrate import calibrate as torch_calibrate  # noqa: E402
 from export.writer import quantize_embedding, quantize_weight, read_model_dir  # noqa: E402
 from pyfastdec import safetensors_io  # noqa: E402
-from pyfastdec.activation_calibration import calibrate  # noqa: E402
+from pyfastdec.convert.calibration import calibrate  # noqa: E402
 from pyfastdec.backends.native import NativeBackend  # noqa: E402
-from pyfastdec.convert import main as convert_main  # noqa: E402
+from pyfastdec.convert.command import main as convert_main  # noqa: E402
 from pyfastdec.decoding.greedy import greedy  # noqa: E402
 from pyfastdec.model_dir import ModelDir, ModelDirError, quantized_linears  # noqa: E402
 

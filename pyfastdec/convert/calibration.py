@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from pyfastdec.convert.positions import sinusoidal_table
 from pyfastdec.model_dir import MAX_ACTIVATION_SCALE, ModelDir, quantized_linears
 
 BATCH_SIZE = 16
@@ -47,8 +48,6 @@ class _Recorder:
         self.cfg, self.eps, self.pre = cfg, np.float32(cfg.layer_norm_eps), cfg.norm == "pre"
         self.w = {n: np.asarray(t, dtype=np.float32) for n, t in model.tensors.items()}
         self.current: dict[str, float] = {}
-        from pyfastdec.convert import sinusoidal_table
-
         self.positions = lambda n: sinusoidal_table(n, cfg.d_model, cfg.positions)
 
     def linear(self, name: str, x: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ per row by the engine's rule (pyfastdec/int8_rows.py).
 
 Activations, one of:
 - static ("int8_static_per_tensor"): one calibrated multiplier per linear input
-  (pyfastdec/activation_calibration.py), the form export.write produces;
+  (pyfastdec/convert/calibration.py), the form export.write produces;
 - dynamic ("int8_dynamic_per_row"): no multipliers; the engine scales each row of a
   linear's input by 127 / max|row| at run time (csrc/kernels/isa_common.h), so no
   calibration text is needed. Speed and quality of both: bench/README.md.
@@ -96,13 +96,13 @@ def read_text_lines(path: Path) -> list[str]:
 def quantize_dir(model_dir: ModelDir, out: Path, calibration_file: Optional[Path],
                  max_sentences: int = MAX_CALIBRATION_SENTENCES) -> None:
     """An int8 directory in `out` from the float one: with `calibration_file`, static
-    activation multipliers calibrated on its sentences (pyfastdec/activation_calibration.py;
+    activation multipliers calibrated on its sentences (pyfastdec/convert/calibration.py;
     the decoder is teacher-forced on the float model's own greedy outputs, what it reads at
     inference); without, dynamic per-row activations (write_int8_dir)."""
     if calibration_file is None:
         write_int8_dir(model_dir, out)
         return
-    from pyfastdec.activation_calibration import BATCH_SIZE, calibrate
+    from pyfastdec.convert.calibration import BATCH_SIZE, calibrate
     from pyfastdec.backends.native import NativeBackend
     from pyfastdec.decoding.greedy import greedy
     from pyfastdec.text import load_tokenizer
