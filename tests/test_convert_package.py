@@ -129,3 +129,17 @@ def test_export_uses_the_package_rules():
     q, scale = quantize_weight(torch.from_numpy(w))
     ref_q, ref_scale = quantize_linear(w)
     assert np.array_equal(q.numpy(), ref_q) and np.array_equal(scale.numpy(), ref_scale)
+
+
+def test_a_pytorch_bin_without_torch_names_the_extra(tmp_path):
+    """Only a pytorch_model.bin needs torch; without it the refusal is one line naming the
+    extra that brings it (and the torch-free alternative)."""
+    (tmp_path / "pytorch_model.bin").write_bytes(b"not read")
+    code = ("import sys\nsys.modules['torch'] = None\nfrom pathlib import Path\n"
+            "from pyfastdec.convert.hf_marian_import import ConvertError, read_hf_weights\n"
+            "try:\n    read_hf_weights(Path(sys.argv[1]))\nexcept ConvertError as err:\n    print(err)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                          cwd=NEUTRAL_CWD, env=child_env(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("\n") == 1 and "needs torch" in done.stdout
+    assert "pip install 'pyfastdec[export]'" in done.stdout and "safe_serialization=True" in done.stdout

@@ -5,7 +5,7 @@ pyfastdec model directory (export/FORMAT.md).
                                                       [--shortlist PARALLEL_SRC PARALLEL_TGT]
 
 HF_DIR holds what `save_pretrained` writes for the model and its MarianTokenizer:
-config.json, model.safetensors (or pytorch_model.bin, which needs torch),
+config.json, model.safetensors (or pytorch_model.bin, which needs torch: the export extra),
 generation_config.json (optional), source.spm, target.spm and vocab.json.
 
 What a Marian model is, in our format (transformers 5.23 modeling_marian.py):
@@ -202,8 +202,9 @@ def read_hf_weights(hf_dir: Path) -> tuple[dict[str, np.ndarray], Path]:
         try:
             import torch
         except ImportError:
-            raise ConvertError(f"{pt}: reading a pytorch_model.bin needs torch (pip install torch), or save the "
-                               f"model with safe_serialization=True to get {HF_SAFETENSORS}") from None
+            raise ConvertError(f"{pt}: reading a pytorch_model.bin needs torch, from the export extra (pip install "
+                               f"'pyfastdec[export]'), or save the model with safe_serialization=True to get "
+                               f"{HF_SAFETENSORS}") from None
         try:
             state = torch.load(pt, map_location="cpu", weights_only=True)
         except Exception as err:  # noqa: BLE001 - torch raises assorted types for a bad file
