@@ -1,7 +1,8 @@
 """`fastdec convert marian --quantize int8` with and without calibration text, from the
 package alone (pyfastdec/convert/int8.py, pyfastdec/convert/calibration.py):
 
-- the int8 weights and embedding are export/writer.py's bytes (torch's rounding);
+- the int8 weights and embedding are export/writer.py's bytes (one rounding rule, which
+  tests/test_convert_package.py checks against torch's formula);
 - the static multipliers are export/calibrate.py's (the PyTorch forward pass);
 - without --calibrate the directory has dynamic activations, which model_dir.py accepts
   only without multipliers, and which decode like HF's float32 greedy on most sentences;
