@@ -2,9 +2,10 @@
 
 For the input A of every quantized linear, run the float model teacher-forced over a
 calibration set in batches, record max|A| per batch, and store the multiplier
-127 / (mean + 1.1 * std) of those maxima (pyfastdec/convert/calibration.py
-activation_multiplier, shared with `fastdec convert int8`): a little above the typical maximum, so most
-batches are not clipped while rare outliers do not waste the int8 range.
+127 / (mean + 1.1 * std) of those maxima: a little above the typical maximum, so most
+batches are not clipped while rare outliers do not waste the int8 range. The rule is
+pyfastdec/convert/calibration.py's activation_multiplier, which `fastdec convert int8`
+applies too.
 
 A NAT drafter is run as GAD runs it: gold prefixes of length 0, k, 2k, ... followed by k
 mask tokens, so its decoder's scales come from the inputs it sees at inference.

@@ -35,7 +35,7 @@ from pyfastdec.shortlist import KNOWN_VERSIONS, VERSION, Shortlist
 # The builder moved into the package (fastdec convert marian --shortlist runs it from a
 # wheel); these names stay importable from here for the training side and the tests.
 from pyfastdec.convert.ibm1_shortlist import (DEFAULT_ALWAYS, DEFAULT_FIRST_FILL_ID, Ibm1Table,  # noqa: F401
-                                      build_shortlist, read_parallel, train_ibm1)
+                                              build_shortlist, read_parallel, train_ibm1)
 
 def _special_ids(sp) -> tuple[tuple[int, ...], int]:
     """(always-included ids, first id usable as padding) from the sentencepiece model."""

@@ -1,4 +1,4 @@
-"""pyfastdec.convert.ctranslate2_export.to_ctranslate2 against the PyTorch reference (export/): CTranslate2
+"""pyfastdec.convert.ctranslate2_export against the PyTorch reference (export/): CTranslate2
 float32 greedy decoding gives the same tokens as our greedy, and its logits / log-probs
 at every step match ours, for pre- and post-norm models; int8 directories convert to
 their dequantised float weights; pruned models with per-layer head counts run padded

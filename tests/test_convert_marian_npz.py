@@ -21,7 +21,7 @@ from export.tiny import random_sources, tiny_config, tiny_spm  # noqa: E402
 from export.writer import write_model_dir  # noqa: E402
 from pyfastdec.convert.command import main  # noqa: E402
 from pyfastdec.convert.marian_npz_export import (lexical_shortlist_lines, marian_options, meta_item,  # noqa: E402
-                                          shortlist_best, stream_permutation, to_marian_npz)
+                                                 shortlist_best, stream_permutation, to_marian_npz)
 from pyfastdec.model_dir import ModelDir  # noqa: E402
 from pyfastdec.shortlist import Shortlist  # noqa: E402
 from tests.marian_reference import marian_logits, marian_positions, marian_semantics  # noqa: E402
