@@ -39,7 +39,7 @@ def build_models(work: Path) -> dict[str, Path]:
     from export.modeling import LayerSpec, ModelConfig, Seq2Seq
     from export.vocab import train_vocab
     from export.writer import write_model_dir
-    from pyfastdec.convert import to_ctranslate2
+    from pyfastdec.convert.ctranslate2_export import to_ctranslate2
 
     work.mkdir(parents=True, exist_ok=True)
     spm_path = work / "spm.model"

@@ -1,6 +1,6 @@
 """Marian (pymarian, the 'bench-marian' extra) as a peer of bench.run.
 
-Models: our float32 weights converted by pyfastdec.convert_marian_npz (cached beside the
+Models: our float32 weights converted by pyfastdec.convert.marian_npz_export (cached beside the
 other derived models), both the SSRU student en-de and en-de-attn, so every pyfastdec
 row has Marian's same model beside it. What the conversion cannot make equal (Marian's
 zero decoder start, its position frequencies, eps 1e-6) changes Marian's outputs, not
@@ -37,7 +37,7 @@ BEAM = 5
 def marian_model(float_dir: Path) -> Path:
     """The Marian conversion of a float32 model directory, cached by content."""
     from bench.models import CACHE, _cached, dir_hash
-    from pyfastdec.convert_marian_npz import to_marian_npz
+    from pyfastdec.convert.marian_npz_export import to_marian_npz
 
     return _cached(CACHE / dir_hash(float_dir) / "marian", lambda tmp: to_marian_npz(float_dir, tmp, force=True))
 
@@ -55,7 +55,7 @@ def cli_args(spec: dict, batch_size: int) -> str:
     if gemm != "float32":
         args.append("--optimize")
     if spec.get("shortlist"):
-        from pyfastdec.convert_marian_npz import shortlist_option
+        from pyfastdec.convert.marian_npz_export import shortlist_option
 
         option = shortlist_option(path)
         if option is None:

@@ -66,7 +66,7 @@ def build(work: Path) -> dict[str, Path]:
         vocab = mc.build_tokenizer_files(hf, SPM_PIECES, SPM_PIECES, total=VOCAB_ROWS, splits=("train",))
         mc.save_marian(hf, vocab, **SHAPE)
     if not (ours / "config.json").exists():
-        from pyfastdec.convert import main as convert_main
+        from pyfastdec.convert.command import main as convert_main
 
         calib = work / "calibrate.en"
         calib.write_text("\n".join(mc.read_lines("val.en.gz", CALIBRATION_SENTENCES)) + "\n", encoding="utf-8")

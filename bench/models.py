@@ -138,7 +138,7 @@ def precisions(path: str | Path, calibration_pairs: Callable[[], list[tuple[str,
 
 def ctranslate2_model(float_dir: Path, quantization: str) -> Path:
     """CTranslate2 model of the float32 weights; CTranslate2 quantises int8 itself."""
-    from pyfastdec.convert import to_ctranslate2
+    from pyfastdec.convert.ctranslate2_export import to_ctranslate2
 
     out = CACHE / dir_hash(float_dir) / f"ct2-{quantization}"
     return _cached(out, lambda tmp: to_ctranslate2(float_dir, tmp, force=True,

@@ -15,7 +15,7 @@ From shortlist.bin (export/SHORTLIST_FORMAT.md):
   its target ids in the file's order;
 - the frequent ids, and the EOS row's targets -> the empty n-gram's line. Our engine
   looks up every source id of "ids + EOS", but CTranslate2 looks up the source tokens
-  before it appends EOS (add_source_eos, pyfastdec/convert.py), so the EOS row, which
+  before it appends EOS (add_source_eos, pyfastdec/convert/ctranslate2_export.py), so the EOS row, which
   every sentence has, becomes always-on.
 What a static map cannot express: our shortlist pads each sentence's candidates with
 fewer than 8 unused ids to a multiple of 8 (padding only enlarges it), and CTranslate2

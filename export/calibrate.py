@@ -3,7 +3,9 @@
 For the input A of every quantized linear, run the float model teacher-forced over a
 calibration set in batches, record max|A| per batch, and store the multiplier
 127 / (mean + 1.1 * std) of those maxima: a little above the typical maximum, so most
-batches are not clipped while rare outliers do not waste the int8 range.
+batches are not clipped while rare outliers do not waste the int8 range. The rule is
+pyfastdec/convert/calibration.py's activation_multiplier, which `fastdec convert int8`
+applies too.
 
 A NAT drafter is run as GAD runs it: gold prefixes of length 0, k, 2k, ... followed by k
 mask tokens, so its decoder's scales come from the inputs it sees at inference.
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from pyfastdec.model_dir import MAX_ACTIVATION_SCALE
+from pyfastdec.convert.calibration import activation_multiplier
 
 from .decode import pad_batch
 from .modeling import Seq2Seq
@@ -71,7 +73,7 @@ def calibrate(model: Seq2Seq, pairs: list[tuple[list[int], list[int]]], batch_si
         if vals.numel() == 0:
             raise ValueError(f"calibration never reached linear {n}")
         std = vals.std(unbiased=False) if vals.numel() > 1 else torch.tensor(0.0, dtype=torch.float64)
-        # An input that is (almost) always zero -- e.g. a pruned FFN whose remaining units
-        # never fire -- rounds to 0 at any multiplier; the format's largest one keeps it valid.
-        scales[n] = min(float(127.0 / max(float(vals.mean() + 1.1 * std), 1e-12)), MAX_ACTIVATION_SCALE)
+        # The package's rule; the mean and std stay torch's, whose float64 sums these
+        # multipliers were always computed with.
+        scales[n] = activation_multiplier(float(vals.mean()), float(std))
     return scales

@@ -11,7 +11,7 @@ target ids (plus unk/bos/eos) and, per source id, its `best` most probable targe
 under t(target | source), written as format version 2 (export/SHORTLIST_FORMAT.md).
 The probabilities are left out unless --probs: nothing at inference reads them (the
 engine uses only the ids, in their stored best-first order), and the Marian export
-(pyfastdec/convert_marian_npz.py) ranks by that order when there are none; without them
+(pyfastdec/convert/marian_npz_export.py) ranks by that order when there are none; without them
 an 8k-vocabulary shortlist is a third of its size with them.
 With --identity every source id's row starts with the id itself (stored with probability
 1), then its best-1 most probable other targets: for a correction model, which mostly
@@ -21,7 +21,7 @@ training sources have empty rows).
 `rewrite` converts an existing file (version 1 to 2, dropping the probabilities) with the
 same candidates. Only numpy is needed (and sentencepiece for the command line);
 the file format and the reader are in pyfastdec/model_dir/shortlist.py, IBM Model 1 and the selection
-in pyfastdec/shortlist_ibm1.py.
+in pyfastdec/convert/ibm1_shortlist.py.
 """
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ import numpy as np
 from pyfastdec.model_dir.shortlist import KNOWN_VERSIONS, VERSION, Shortlist
 # The builder moved into the package (fastdec convert marian --shortlist runs it from a
 # wheel); these names stay importable from here for the training side and the tests.
-from pyfastdec.shortlist_ibm1 import (DEFAULT_ALWAYS, DEFAULT_FIRST_FILL_ID, Ibm1Table,  # noqa: F401
-                                      build_shortlist, read_parallel, train_ibm1)
+from pyfastdec.convert.ibm1_shortlist import (DEFAULT_ALWAYS, DEFAULT_FIRST_FILL_ID, Ibm1Table,  # noqa: F401
+                                              build_shortlist, read_parallel, train_ibm1)
 
 def _special_ids(sp) -> tuple[tuple[int, ...], int]:
     """(always-included ids, first id usable as padding) from the sentencepiece model."""

@@ -26,6 +26,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from pyfastdec.convert.int8 import quantization_field, quantize_linear
 from pyfastdec.model_dir.int8_rows import int8_embedding_rows, quantize_rows
 from pyfastdec.model_dir import EMBED_SCALE, QUANT_EMBEDDING, TOKENIZER_FILES, ModelDir
 
@@ -34,7 +35,6 @@ from .rehash import rehash
 from .vocab import load_vocab
 
 CONFIG, WEIGHTS, SPM = "config.json", "model.safetensors", "spm.model"
-ACT_STAT = "127 / (mean + 1.1 * std) of the per-batch max|A| of the linear's input"
 
 
 def quantized_linears(model: Seq2Seq) -> list[str]:
@@ -46,11 +46,11 @@ def quantized_linears(model: Seq2Seq) -> list[str]:
 
 
 def quantize_weight(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per output row: multiplier 127/max|w_row|; q = clamp(round(w * mult), ±127); scale = 1/mult."""
-    amax = w.abs().amax(dim=1).clamp(min=1e-12)
-    mult = 127.0 / amax
-    q = torch.clamp(torch.round(w * mult[:, None]), -127, 127).to(torch.int8)
-    return q, (1.0 / mult).to(torch.float32)
+    """Per output row: multiplier 127/max|w_row|; q = clamp(round(w * mult), ±127); scale = 1/mult.
+    The package's rule (pyfastdec/convert/int8.py quantize_linear, what `fastdec convert
+    int8` writes), on the float32 values of a torch [out, in] weight."""
+    q, scale = quantize_linear(w.detach().to(torch.float32).cpu().numpy())
+    return torch.from_numpy(q), torch.from_numpy(scale)
 
 
 def quantize_embedding(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -97,14 +97,7 @@ def write_model_dir(model: Seq2Seq, spm_model: bytes | str | Path, out: str | Pa
             tensors[f"{lin}.weight"], tensors[f"{lin}.weight_scale"] = q, scale
         if int8_embedding:
             tensors["embed.weight"], tensors[EMBED_SCALE] = quantize_embedding(tensors["embed.weight"])
-        cfg.quantization = {
-            "weights": "int8", "weight_scale": "per_output_channel",
-            "activations": "int8_static_per_tensor",
-            "activation_scales": {l: float(act_scales[l]) for l in linears},
-            "calibration": dict(calibration or {}, statistic=ACT_STAT),
-        }
-        if int8_embedding:
-            cfg.quantization["embedding"] = QUANT_EMBEDDING
+        cfg.quantization = quantization_field(linears, act_scales, calibration, embedding=int8_embedding)
     else:
         cfg.quantization = None
     save_file(tensors, str(out / WEIGHTS), metadata={"format": "fastdec", "version": "1"})

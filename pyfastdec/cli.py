@@ -308,7 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_convert(args) -> int:
-    from pyfastdec.convert import main as convert_main
+    from pyfastdec.convert.command import main as convert_main
 
     return convert_main(args.convert_args, prog=f"{PROG} convert")
 

@@ -24,7 +24,7 @@ torch = pytest.importorskip("torch", reason="the reference models need the 'test
 from export.tiny import random_sources, tiny_model, tiny_spm  # noqa: E402
 from export.writer import write_model_dir  # noqa: E402
 from pyfastdec.api import Translator  # noqa: E402
-from pyfastdec.convert import to_ctranslate2  # noqa: E402
+from pyfastdec.convert.ctranslate2_export import to_ctranslate2  # noqa: E402
 from test_convert_ct2 import trained_model  # noqa: E402  (tests/ is on sys.path: conftest.py)
 
 EOS = 3

@@ -18,7 +18,7 @@ from marian_checkpoints import build_tokenizer_files, read_lines, save_marian  #
 
 from bench.forced_length import ForcedLengthTranslator, ct2_decode  # noqa: E402
 from pyfastdec.api import Translator  # noqa: E402
-from pyfastdec.convert import main as convert_main  # noqa: E402
+from pyfastdec.convert.command import main as convert_main  # noqa: E402
 
 LENGTHS = (1, 9, 31)
 

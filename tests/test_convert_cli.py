@@ -216,8 +216,8 @@ def test_signal_during_conversion_leaves_no_staging(tmp_path, sig):
 
 
 def test_truncated_parallel_gz_names_the_file(tmp_path):
-    """`convert marian --shortlist SRC TGT` reads them with shortlist_ibm1.read_parallel."""
-    from pyfastdec.shortlist_ibm1 import read_parallel
+    """`convert marian --shortlist SRC TGT` reads them with ibm1_shortlist.read_parallel."""
+    from pyfastdec.convert.ibm1_shortlist import read_parallel
 
     good, bad = tmp_path / "a.en", tmp_path / "b.de.gz"
     good.write_text("a\nb\n")

@@ -1,4 +1,4 @@
-"""pyfastdec.convert.to_ctranslate2 against the PyTorch reference (export/): CTranslate2
+"""pyfastdec.convert.ctranslate2_export against the PyTorch reference (export/): CTranslate2
 float32 greedy decoding gives the same tokens as our greedy, and its logits / log-probs
 at every step match ours, for pre- and post-norm models; int8 directories convert to
 their dequantised float weights; pruned models with per-layer head counts run padded
@@ -27,7 +27,8 @@ from export.decode import greedy, pad_batch  # noqa: E402
 from export.modeling import LayerSpec, Seq2Seq  # noqa: E402
 from export.tiny import TINY_VOCAB, random_sources, tiny_config, tiny_model, tiny_spm  # noqa: E402
 from export.writer import read_model_dir, write_model_dir  # noqa: E402
-from pyfastdec.convert import main, to_ctranslate2  # noqa: E402
+from pyfastdec.convert.command import main  # noqa: E402
+from pyfastdec.convert.ctranslate2_export import to_ctranslate2  # noqa: E402
 
 PAD, BOS, EOS = 0, 2, 3
 MAX_LEN = 20  # decoding limit for both engines; some hypotheses reach it without EOS

@@ -1,9 +1,10 @@
 """`fastdec convert marian --quantize int8` with and without calibration text, from the
-package alone (pyfastdec/int8_writer.py, pyfastdec/activation_calibration.py):
+package alone (pyfastdec/convert/int8.py, pyfastdec/convert/calibration.py):
 
-- the int8 weights and embedding are export/writer.py's bytes (torch's rounding);
+- the int8 weights and embedding are export/writer.py's bytes (one rounding rule, which
+  tests/test_convert_package.py checks against torch's formula);
 - the static multipliers are export/calibrate.py's (the PyTorch forward pass);
-- without --calibrate the directory has dynamic activations, which pyfastdec.model_dir accepts
+- without --calibrate the directory has dynamic activations, which model_dir.py accepts
   only without multipliers, and which decode like HF's float32 greedy on most sentences;
 - int8 and --shortlist conversions never import torch or the repository's export/
   package (a wheel has neither; tests/test_wheel_convert.py runs one for real).
@@ -27,9 +28,9 @@ from test_convert_marian import MAX_NEW, SENTENCES, hf_generate, our_sources, ti
 from export.calibrate import calibrate as torch_calibrate  # noqa: E402
 from export.writer import quantize_embedding, quantize_weight, read_model_dir  # noqa: E402
 from pyfastdec.model_dir import safetensors_io  # noqa: E402
-from pyfastdec.activation_calibration import calibrate  # noqa: E402
+from pyfastdec.convert.calibration import calibrate  # noqa: E402
 from pyfastdec.backends.native import NativeBackend  # noqa: E402
-from pyfastdec.convert import main as convert_main  # noqa: E402
+from pyfastdec.convert.command import main as convert_main  # noqa: E402
 from pyfastdec.decoding.greedy import greedy  # noqa: E402
 from pyfastdec.model_dir import ModelDir, ModelDirError, quantized_linears  # noqa: E402
 
@@ -103,7 +104,7 @@ def test_int8_greedy_agrees_with_hf_float32(tiny, int8_dirs, which):
 
 
 def _rewrite_quantization(directory, change) -> None:
-    from pyfastdec.model_dir.checksums import directory_checksums as checksums
+    from export.rehash import checksums
 
     config = json.loads((directory / "config.json").read_text())
     change(config["quantization"])

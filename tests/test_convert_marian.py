@@ -24,8 +24,8 @@ pytest.importorskip("transformers")
 from marian_checkpoints import build_tokenizer_files, read_lines, save_marian  # noqa: E402
 
 from pyfastdec.backends.native import NativeBackend  # noqa: E402
-from pyfastdec.convert import main as convert_main  # noqa: E402
-from pyfastdec.convert_marian import ConvertError, convert_marian  # noqa: E402
+from pyfastdec.convert.command import main as convert_main  # noqa: E402
+from pyfastdec.convert.hf_marian_import import ConvertError, convert_marian  # noqa: E402
 from pyfastdec.decoding.beam import beam_search  # noqa: E402
 from pyfastdec.decoding.greedy import greedy  # noqa: E402
 from pyfastdec.model_dir import ModelDir  # noqa: E402
@@ -391,7 +391,7 @@ def test_ctranslate2_writer_runs_converted_marian(tiny, tmp_path):
     """Our CTranslate2 writer on a converted Marian directory (positions "halves", swish,
     suppress, bos = pad, vocab.json pieces) gives our greedy ids."""
     ctranslate2 = pytest.importorskip("ctranslate2")
-    from pyfastdec.convert import to_ctranslate2
+    from pyfastdec.convert.ctranslate2_export import to_ctranslate2
 
     out = tiny[3]
     md = ModelDir.load(out)

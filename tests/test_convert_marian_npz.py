@@ -1,4 +1,4 @@
-"""pyfastdec.convert_marian_npz (our model directory -> Marian .npz) without pymarian.
+"""pyfastdec.convert.marian_npz_export (our model directory -> Marian .npz) without pymarian.
 
 The written npz is run by an independent numpy forward pass of Marian's transformer
 (tests/marian_reference.py, from marian-dev's transformer.h) and compared with our
@@ -19,9 +19,9 @@ from export.decode import pad_batch  # noqa: E402
 from export.modeling import LayerSpec, Seq2Seq  # noqa: E402
 from export.tiny import random_sources, tiny_config, tiny_spm  # noqa: E402
 from export.writer import write_model_dir  # noqa: E402
-from pyfastdec.convert import main  # noqa: E402
-from pyfastdec.convert_marian_npz import (lexical_shortlist_lines, marian_options, meta_item,  # noqa: E402
-                                          shortlist_best, stream_permutation, to_marian_npz)
+from pyfastdec.convert.command import main  # noqa: E402
+from pyfastdec.convert.marian_npz_export import (lexical_shortlist_lines, marian_options, meta_item,  # noqa: E402
+                                                 shortlist_best, stream_permutation, to_marian_npz)
 from pyfastdec.model_dir import ModelDir  # noqa: E402
 from pyfastdec.model_dir.shortlist import Shortlist  # noqa: E402
 from tests.marian_reference import marian_logits, marian_positions, marian_semantics  # noqa: E402

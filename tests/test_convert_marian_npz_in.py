@@ -1,4 +1,4 @@
-"""pyfastdec.convert_marian_npz_in (Marian .npz -> our model directory) against Marian.
+"""pyfastdec.convert.marian_npz_import (Marian .npz -> our model directory) against Marian.
 
 Default suite: two tiny models trained by Marian itself (tests/data/marian_tiny, made by
 tests/marian_tiny.py: SSRU decoder, tied embeddings, post-norm relu and pre-norm swish)
@@ -17,9 +17,9 @@ import pytest
 
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import greedy
-from pyfastdec.convert import main
-from pyfastdec.convert_marian_npz import lexical_shortlist_lines
-from pyfastdec.convert_marian_npz_in import META, MarianNpzError, from_marian_npz, read_lexical_shortlist
+from pyfastdec.convert.command import main
+from pyfastdec.convert.marian_npz_export import lexical_shortlist_lines
+from pyfastdec.convert.marian_npz_import import META, MarianNpzError, from_marian_npz, read_lexical_shortlist
 from pyfastdec.model_dir import ModelDir
 from pyfastdec.model_dir.shortlist import Shortlist
 
@@ -182,7 +182,7 @@ def test_round_trip_through_marian_npz_decodes_like_marian(tmp_path):
     """Marian npz -> ours -> Marian npz (convert marian-npz): Marian's greedy is unchanged
     (the start id's zero row and the permutation of a "marian"-positions model are exact)."""
     pytest.importorskip("pymarian")
-    from pyfastdec.convert_marian_npz import to_marian_npz
+    from pyfastdec.convert.marian_npz_export import to_marian_npz
     from tests.marian_tiny import marian_greedy
 
     ours = from_marian_npz(DATA / "pre.npz", DATA / "vocab.spm", tmp_path / "ours")

@@ -48,7 +48,7 @@ def test_hugging_face_marian_folder(tmp_path):
 
 def test_ctranslate2_folder(tmp_path):
     pytest.importorskip("ctranslate2", reason="writing a CTranslate2 model needs the 'bench' extra")
-    from pyfastdec.convert import to_ctranslate2
+    from pyfastdec.convert.ctranslate2_export import to_ctranslate2
 
     out = to_ctranslate2(ROOT / "models" / "en-de-attn", tmp_path / "ct2")
     assert "a CTranslate2 model (model.bin)" in refusal(out)

@@ -344,7 +344,8 @@ def test_ctranslate2_converts_both_forms_alike(spm, tmp_path):
     ctranslate2 = pytest.importorskip("ctranslate2", reason="the CTranslate2 converter needs the 'bench' extra")
     from export.decode import greedy
     from export.tiny import tiny_config
-    from pyfastdec.convert import float_weights, to_ctranslate2
+    from pyfastdec.convert.ctranslate2_export import to_ctranslate2
+    from pyfastdec.convert.weights import float_weights
     cfg = tiny_config()  # CTranslate2 has one head count per stack
     cfg.encoder_layers, cfg.decoder_layers = [LayerSpec(2, 24), LayerSpec(2, 32)], [LayerSpec(4, 16), LayerSpec(4, 40)]
     torch.manual_seed(54)

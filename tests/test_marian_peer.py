@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 from export.decode import default_max_len, greedy  # noqa: E402
 from export.writer import read_model_dir, write_float_twin  # noqa: E402
-from pyfastdec.convert_marian_npz import to_marian_npz  # noqa: E402
+from pyfastdec.convert.marian_npz_export import to_marian_npz  # noqa: E402
 from tests.marian_reference import marian_semantics  # noqa: E402
 
 pytestmark = pytest.mark.slow

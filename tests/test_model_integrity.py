@@ -336,7 +336,7 @@ def test_translator_loads_each_directory_once(monkeypatch):
 def test_other_loaders_refuse_damage(damaged_en_de, tmp_path):
     message = re.escape(f"{damaged_en_de / 'model.safetensors'}: (content): content is sha256:")
     with pytest.raises(ModelDirError, match=message):
-        from pyfastdec.convert import to_ctranslate2
+        from pyfastdec.convert.ctranslate2_export import to_ctranslate2
         to_ctranslate2(damaged_en_de, tmp_path / "ct2")
     pytest.importorskip("torch")
     from export.writer import read_model_dir

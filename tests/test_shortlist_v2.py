@@ -31,7 +31,7 @@ def rank_probs(indptr: np.ndarray) -> np.ndarray:
     """Stand-in probabilities for a shipped file without them: 2^-(rank + 1) for the entry
     at `rank` (0 = best) of its row. Strictly decreasing within a row (the order the format
     requires), exact in float32 for rows of up to 148 entries, and from rank 29 on below
-    convert_marian_npz's MARIAN_FLOOR (1e-9), so the Marian export floors them into ties
+    marian_npz_export's MARIAN_FLOOR (1e-9), so the Marian export floors them into ties
     and steps those apart, as it does for the real probabilities (746 ties and 13 values
     under the floor in the version 1 file shipped before issue 14)."""
     lengths = np.diff(indptr.astype(np.int64))
@@ -362,7 +362,7 @@ def pieces():
 
 @pytest.mark.parametrize("kind", ["noprobs", "probs"])
 def test_marian_ranks_every_row_in_our_order(v2_files, pieces, kind):
-    from pyfastdec.convert_marian_npz import lexical_shortlist_lines, shortlist_best
+    from pyfastdec.convert.marian_npz_export import lexical_shortlist_lines, shortlist_best
 
     sl = Shortlist.load(v2_files[kind])
     eos = 3
@@ -389,7 +389,7 @@ def test_marian_export_of_a_probability_less_shortlist(tmp_path):
     from export.modeling import LayerSpec, Seq2Seq
     from export.tiny import tiny_config, tiny_spm
     from export.writer import write_model_dir
-    from pyfastdec.convert_marian_npz import to_marian_npz
+    from pyfastdec.convert.marian_npz_export import to_marian_npz
 
     spm_path = tiny_spm(tmp_path / "spm.model")
     cfg = tiny_config(decoder_self="ssru")

@@ -3,7 +3,7 @@ wheel, as a user runs it: the wheel built from this checkout, installed with --n
 a fresh virtual environment without system site-packages, which sees only numpy and
 sentencepiece besides it (linked from this environment, so no network is needed), and
 run from a directory outside any checkout. Before the converters moved into the package
-both failed there with "No module named 'export'".
+both failed there with "No module named 'export'". `python -m pyfastdec.convert` runs there too.
 
 Slow: building the wheel compiles the engine (minutes)."""
 from __future__ import annotations
@@ -83,3 +83,7 @@ def test_int8_and_shortlist_conversion_from_the_wheel(tmp_path):
                                     capture_output=True, text=True, cwd=work, env=env, timeout=300)
         assert translated.returncode == 0 and translated.stdout.count("\n") == 1, translated.stderr
         assert (out / "shortlist.bin").is_file()
+    # The converters' own command line is the installed package's too (pyfastdec/convert/__main__.py).
+    done = subprocess.run([str(python), "-m", "pyfastdec.convert", "--help"], capture_output=True, text=True, cwd=work,
+                          env=env, timeout=300)
+    assert done.returncode == 0 and "marian-npz-in" in done.stdout, done.stderr

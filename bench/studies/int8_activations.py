@@ -35,7 +35,7 @@ def float_twin(model_dir: Path, out: Path) -> Path:
     shortlist.bin too, which `convert int8` copies along, so every row uses it."""
     import shutil
 
-    from pyfastdec.convert import float_weights
+    from pyfastdec.convert.weights import float_weights
     from pyfastdec.model_dir import TOKENIZER_FILES, ModelDir, safetensors_io
     from pyfastdec.model_dir.checksums import directory_checksums
 
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     import sacrebleu
 
     from pyfastdec import Translator
-    from pyfastdec.convert import main as convert
+    from pyfastdec.convert.command import main as convert
 
     sources, refs = lines("test_2016_flickr.en.gz"), lines("test_2016_flickr.de.gz")
     work = Path(tempfile.mkdtemp(prefix="int8-activations-"))

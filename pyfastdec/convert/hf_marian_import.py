@@ -5,7 +5,7 @@ pyfastdec model directory (export/FORMAT.md).
                                                       [--shortlist PARALLEL_SRC PARALLEL_TGT]
 
 HF_DIR holds what `save_pretrained` writes for the model and its MarianTokenizer:
-config.json, model.safetensors (or pytorch_model.bin, which needs torch),
+config.json, model.safetensors (or pytorch_model.bin, which needs torch: the export extra),
 generation_config.json (optional), source.spm, target.spm and vocab.json.
 
 What a Marian model is, in our format (transformers 5.23 modeling_marian.py):
@@ -28,13 +28,13 @@ Everything is written into a staging directory beside OUT_DIR, validated by load
 as pyfastdec will, and only then renamed to OUT_DIR: a failure, Ctrl-C or SIGTERM leaves
 nothing behind (pyfastdec/model_dir/staging.py). OUT_DIR may not be HF_DIR, lie inside it or hold it.
 Everything needs only numpy and sentencepiece (and torch for a pytorch_model.bin).
-int8 (`--quantize int8`, pyfastdec/int8_writer.py) quantises the weights per row; its
+int8 (`--quantize int8`, pyfastdec/convert/int8.py) quantises the weights per row; its
 activations are either scaled per row at run time (the default: no calibration text) or,
 with `--calibrate TEXT_FILE`, by static multipliers calibrated on that text
-(pyfastdec/activation_calibration.py: 127 / (mean + 1.1 sigma) of per-batch max|A|, the
+(pyfastdec/convert/calibration.py: 127 / (mean + 1.1 sigma) of per-batch max|A|, the
 decoder teacher-forced on the float model's own greedy translations). Speed and quality
 of the two: bench/README.md. `--shortlist` builds IBM Model 1 shortlists
-(pyfastdec/shortlist_ibm1.py).
+(pyfastdec/convert/ibm1_shortlist.py).
 """
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ from typing import Any, Optional
 import numpy as np
 
 from pyfastdec.model_dir import safetensors_io
-from pyfastdec.int8_writer import quantize_dir
+from pyfastdec.convert.int8 import quantize_dir
+from pyfastdec.convert.positions import sinusoidal_table
 from pyfastdec.model_dir import (CONFIG_FILE, SHORTLIST_FILE, SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE,
                                  WEIGHTS_FILE, ModelDir, ModelDirError, check_marian_vocab, config_digest,
                                  file_digest, load_config_json)
@@ -201,20 +202,15 @@ def read_hf_weights(hf_dir: Path) -> tuple[dict[str, np.ndarray], Path]:
         try:
             import torch
         except ImportError:
-            raise ConvertError(f"{pt}: reading a pytorch_model.bin needs torch (pip install torch), or save the "
-                               f"model with safe_serialization=True to get {HF_SAFETENSORS}") from None
+            raise ConvertError(f"{pt}: reading a pytorch_model.bin needs torch, from the export extra (pip install "
+                               f"'pyfastdec[export]'), or save the model with safe_serialization=True to get "
+                               f"{HF_SAFETENSORS}") from None
         try:
             state = torch.load(pt, map_location="cpu", weights_only=True)
         except Exception as err:  # noqa: BLE001 - torch raises assorted types for a bad file
             raise ConvertError(f"{pt}: (file): not a readable PyTorch state dict ({err})") from None
         return {k: v.detach().to(torch.float32).numpy() for k, v in state.items() if hasattr(v, "detach")}, pt
     raise ConvertError(f"{hf_dir}: (directory): no {HF_SAFETENSORS} or {HF_TORCH_BIN} (expected the model weights)")
-
-
-def _halves_table(rows: int, d: int) -> np.ndarray:
-    half = d // 2
-    angle = np.arange(rows)[:, None] / np.power(10000.0, 2.0 * np.arange(half) / d)
-    return np.concatenate([np.sin(angle), np.cos(angle)], axis=1).astype(np.float32)
 
 
 def map_weights(hf: dict[str, np.ndarray], config: dict, where: Path) -> dict[str, np.ndarray]:
@@ -250,7 +246,7 @@ def map_weights(hf: dict[str, np.ndarray], config: dict, where: Path) -> dict[st
         name = f"model.{stack}.embed_positions.weight"
         if name in hf:  # older checkpoints saved the fixed table: it must be the one we compute
             table = np.asarray(hf[name], dtype=np.float32)
-            expected = _halves_table(table.shape[0], d)
+            expected = sinusoidal_table(table.shape[0], d, "halves")
             if table.ndim != 2 or table.shape[1] != d or not np.allclose(table, expected, atol=1e-5):
                 raise ConvertError(f"{where}: {name}: not Marian's sinusoidal table (expected sin/cos halves; "
                                    f"learned positions are not supported)")
@@ -298,8 +294,8 @@ def write_float_dir(out: Path, config: dict, tensors: dict[str, np.ndarray], hf_
 
 
 def write_shortlist(model_dir: ModelDir, src_file: Path, tgt_file: Path, out: Path) -> None:
-    """shortlist.bin from the user's parallel text (pyfastdec/shortlist_ibm1.py's IBM Model 1)."""
-    from pyfastdec.shortlist_ibm1 import build_shortlist, read_parallel
+    """shortlist.bin from the user's parallel text (pyfastdec/convert/ibm1_shortlist.py's IBM Model 1)."""
+    from pyfastdec.convert.ibm1_shortlist import build_shortlist, read_parallel
     from pyfastdec.text import load_tokenizer
 
     tokenizer = load_tokenizer(model_dir)

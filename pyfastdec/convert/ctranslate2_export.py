@@ -46,23 +46,18 @@ re-quantises them with its own per-row scales and dynamic per-row activation sca
 the comparison uses the same float weights, each engine applying its own int8 scheme.
 
 CLI: python -m pyfastdec.convert ctranslate2 MODEL_DIR OUT_DIR [--quantization int8]
-(also `marian-npz`: pyfastdec/convert_marian_npz.py; `marian-npz-in`: pyfastdec/convert_marian_npz_in.py;
-importing a Hugging Face Marian model: `python -m pyfastdec.convert marian HF_DIR OUT_DIR`,
-pyfastdec/convert_marian.py)
+(pyfastdec/convert/command.py).
 """
 from __future__ import annotations
 
-import argparse
-import math
 import os
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from pyfastdec.model_dir.int8_rows import dequantize_rows, int8_embedding_rows
-from pyfastdec.model_dir import EMBED_SCALE, ModelConfig, ModelDir, quantized_linears
+from pyfastdec.convert.positions import sinusoidal_table
+from pyfastdec.convert.weights import float_weights, pad_layers
+from pyfastdec.model_dir import ModelConfig, ModelDir
 from pyfastdec.model_dir.staging import check_output, staged_dir
 
 DEFAULT_MAX_POSITIONS = 1024  # = translate_batch's default max_input_length
@@ -70,7 +65,6 @@ DEFAULT_MAX_POSITIONS = 1024  # = translate_batch's default max_input_length
 # 1024-wide model are 128 MB, and no sentence model reads 16k tokens (CTranslate2 truncates
 # sources at 1024 by default). Checked before anything is allocated.
 MAX_POSITIONS = 16384
-LAYER_NORM_EPS = 1e-5  # FORMAT.md: every layer norm, unless config.json layer_norm_eps says otherwise
 
 
 def _import_ctranslate2():
@@ -103,87 +97,6 @@ def check_convertible(config: ModelConfig) -> tuple[int, int]:
         raise ValueError(f"decoder.self = {config.decoder_self!r}: CTranslate2 has no SSRU decoder; "
                          f"only decoder.self = \"attention\" models convert")
     return max(l.heads for l in config.encoder_layers), max(l.heads for l in config.decoder_layers)
-
-
-def pad_layers(w: dict[str, np.ndarray], config: ModelConfig, enc_heads: int, dec_heads: int,
-               enc_ffn: int | None = None, dec_ffn: int | None = None) -> list[str]:
-    """Pad pruned layers up to one size per stack, for engines with one head count (and,
-    Marian, one FFN size) per stack. A zero head (zero q/k/v rows and biases, zero o
-    columns) has values 0, so its context is 0; a zero FFN unit (zero fc1 row and bias,
-    zero fc2 column) has act(0) = 0 for relu and swish: each padded layer computes exactly
-    what it did, the other engine doing the padding's work. Returns the layers padded."""
-    hd, padded = config.head_dim, []
-
-    def grow(name: str, rows: int, axis: int) -> None:
-        shape = list(w[name].shape)
-        shape[axis] = rows
-        w[name] = np.concatenate([w[name], np.zeros(shape, np.float32)], axis=axis)
-
-    for stack, layers, heads, ffn in (("encoder", config.encoder_layers, enc_heads, enc_ffn),
-                                      ("decoder", config.decoder_layers, dec_heads, dec_ffn)):
-        attns = ("self_attn",) if stack == "encoder" else ("self_attn", "cross_attn")
-        for i, layer in enumerate(layers):
-            name = f"{stack}.layers.{i}"
-            extra = (heads - layer.heads) * hd
-            if extra > 0:
-                padded.append(f"{name} ({layer.heads} -> {heads} heads)")
-                for attn in attns:
-                    if f"{name}.{attn}.q.weight" not in w:  # an SSRU decoder has no self_attn
-                        continue
-                    for p in ("q", "k", "v"):
-                        grow(f"{name}.{attn}.{p}.weight", extra, 0)
-                        grow(f"{name}.{attn}.{p}.bias", extra, 0)
-                    grow(f"{name}.{attn}.o.weight", extra, 1)
-            units = (ffn or layer.ffn) - layer.ffn
-            if units > 0:
-                padded.append(f"{name} ({layer.ffn} -> {ffn} FFN units)")
-                grow(f"{name}.ffn.fc1.weight", units, 0)
-                grow(f"{name}.ffn.fc1.bias", units, 0)
-                grow(f"{name}.ffn.fc2.weight", units, 1)
-    return padded
-
-
-# ----------------------------------------------------------------------------- weights
-def float_weights(model: ModelDir) -> dict[str, np.ndarray]:
-    """All tensors as float32 arrays; int8 linears dequantised to q * weight_scale[row].
-    The tied embedding of an int8 model is the int8 rows our engine reads, stored so or
-    quantised from float32 ones (pyfastdec/model_dir/int8_rows.py): both forms convert alike."""
-    tensors = {name: np.asarray(t) for name, t in model.tensors.items() if not name.endswith(".weight_scale")}
-    if model.config.quantization is not None:
-        for linear in quantized_linears(model.config):
-            q = model.tensors[f"{linear}.weight"].astype(np.float32)
-            tensors[f"{linear}.weight"] = q * model.tensors[f"{linear}.weight_scale"][:, None]
-        embed = model.tensors["embed.weight"]
-        tensors["embed.weight"] = (dequantize_rows(embed, model.tensors[EMBED_SCALE]) if embed.dtype == np.int8
-                                   else int8_embedding_rows(embed))
-    # Copies, never views: the tensors are read-only views of a memory map, and CTranslate2's
-    # spec.optimize quantises in place.
-    return {name: np.array(t, dtype=np.float32, order="C", copy=True) for name, t in tensors.items()}
-
-
-def sinusoidal_table(rows: int, d_model: int, layout: str = "interleaved") -> np.ndarray:
-    """Our interleaved positions: row p, column 2i = sin(p / 10000^(2i/d)), 2i+1 = cos.
-
-    Computed in float32 step by step like export.modeling.sinusoidal_positions (the
-    float32 rounding of p * inv dominates the error at large p, so it is reproduced).
-    layout "halves" / "marian": config.json "positions" (export/FORMAT.md), computed as
-    the engine computes them (float64 / float32)."""
-    if layout != "interleaved":
-        half = d_model // 2
-        p = np.arange(rows)[:, None]
-        if layout == "halves":
-            angle = p / np.power(10000.0, 2.0 * np.arange(half) / d_model)
-        else:
-            increment = np.float32(math.log(10000.0)) / np.float32(half - 1)
-            angle = p.astype(np.float32) * np.exp(np.arange(half, dtype=np.float32) * -increment)
-        return np.concatenate([np.sin(angle), np.cos(angle)], axis=1).astype(np.float32)
-    i = np.arange(0, d_model, 2, dtype=np.float32)
-    inv = np.exp(np.float32(-math.log(10000.0)) * i / np.float32(d_model))
-    angle = np.arange(rows, dtype=np.float32)[:, None] * inv[None, :]
-    table = np.empty((rows, d_model), dtype=np.float32)
-    table[:, 0::2] = np.sin(angle)
-    table[:, 1::2] = np.cos(angle)
-    return table
 
 
 # ----------------------------------------------------------------------------- spec filling
@@ -332,100 +245,3 @@ def to_ctranslate2(model_dir: str | os.PathLike, out_dir: str | os.PathLike, qua
     with staged_dir(out) as tmp:
         spec.save(str(tmp))
     return out
-
-
-def main(argv: Sequence[str] | None = None, prog: str = "python -m pyfastdec.convert") -> int:
-    parser = argparse.ArgumentParser(prog=prog,
-                                     description="Convert a pyfastdec model directory for another engine, "
-                                                 "or import a Hugging Face or Marian (.npz) model.")
-    sub = parser.add_subparsers(dest="target", required=True)
-    ct2 = sub.add_parser("ctranslate2", help="write a CTranslate2 model (needs the 'bench' extra)")
-    ct2.add_argument("model_dir", help="pyfastdec model directory (config.json, model.safetensors, spm.model)")
-    ct2.add_argument("out_dir", help="output CTranslate2 model directory")
-    ct2.add_argument("--quantization", default=None,
-                     help="CTranslate2 weight type: int8, int8_float32, int16, float32, ... (default: float32)")
-    ct2.add_argument("--max-positions", type=int, default=DEFAULT_MAX_POSITIONS,
-                     help=f"rows of the position table (longest source / decoder input; default "
-                          f"{DEFAULT_MAX_POSITIONS}, at most {MAX_POSITIONS})")
-    ct2.add_argument("--force", action="store_true", help="replace an existing output directory")
-    mz = sub.add_parser("marian-npz", help="write a Marian model (model.npz, vocabularies, lexical shortlist)")
-    mz.add_argument("model_dir", help="pyfastdec model directory")
-    mz.add_argument("out_dir", help="output directory (model.npz, vocab.src.spm, vocab.trg.spm, lex.s2t, decoder.yml)")
-    mz.add_argument("--force", action="store_true", help="replace an existing output directory")
-    mi = sub.add_parser("marian-npz-in", help="read a Marian .npz checkpoint into a pyfastdec model directory")
-    mi.add_argument("npz", help="Marian model .npz (with its special:model.yml)")
-    mi.add_argument("vocab", help="its sentencepiece vocabulary (.spm), shared by source and target")
-    mi.add_argument("out_dir", help="output pyfastdec model directory (float32)")
-    mi.add_argument("--shortlist", nargs=3, metavar=("LEX", "FIRST", "BEST"),
-                    help="Marian's text lexical shortlist and its FIRST / BEST, as given to marian --shortlist")
-    mi.add_argument("--allow-unk", action="store_true",
-                    help="let the model emit unk (Marian's --allow-unk); by default unk is never generated, as in Marian")
-    mi.add_argument("--force", action="store_true", help="replace an existing output directory")
-    marian = sub.add_parser("marian", help="import a saved Hugging Face MarianMTModel directory (OPUS-MT)")
-    marian.add_argument("hf_dir", help="save_pretrained output: config.json, model.safetensors or "
-                                       "pytorch_model.bin, source.spm, target.spm, vocab.json")
-    marian.add_argument("out_dir", help="output pyfastdec model directory")
-    marian.add_argument("--quantize", choices=("float32", "int8"), default=None,
-                        help="int8: weights quantised per row, a quarter of the size; activations scaled per "
-                             "row at run time unless --calibrate is given: no text needed, and measured as fast "
-                             "and as accurate as calibrated scales (bench/README.md) (default float32)")
-    marian.add_argument("--calibrate", metavar="TEXT_FILE",
-                        help="int8 with static activation scales calibrated on these source sentences (one per "
-                             "line, up to 2000 used): slightly faster than the default dynamic scales, and "
-                             "tied to text like this")
-    marian.add_argument("--shortlist", nargs=2, metavar=("SRC", "TGT"),
-                        help="parallel text to build a lexical shortlist from")
-    marian.add_argument("--force", action="store_true", help="replace an existing output directory")
-    q8 = sub.add_parser("int8", help="write the int8 form of a float32 pyfastdec model directory")
-    q8.add_argument("model_dir", help="float32 pyfastdec model directory")
-    q8.add_argument("out_dir", help="output int8 model directory")
-    q8.add_argument("--calibrate", metavar="TEXT_FILE",
-                    help="static activation scales calibrated on these source sentences (attention-decoder "
-                         "models); default: dynamic per-row scales, no text needed")
-    q8.add_argument("--force", action="store_true", help="replace an existing output directory")
-    args = parser.parse_args(argv)
-    try:
-        if args.target == "int8":
-            from pyfastdec.int8_writer import to_int8
-
-            out = to_int8(args.model_dir, args.out_dir, args.calibrate, args.force)
-        elif args.target == "marian":
-            from pyfastdec.convert_marian import convert_marian
-
-            out = convert_marian(args.hf_dir, args.out_dir, args.quantize, args.calibrate,
-                                 tuple(args.shortlist) if args.shortlist else None, args.force)
-        elif args.target == "marian-npz-in":
-            from pyfastdec.convert_marian_npz_in import from_marian_npz
-
-            shortlist = None
-            if args.shortlist:
-                lex, first, best = args.shortlist
-                if not (first.isdigit() and best.isdigit()):
-                    raise ValueError(f"--shortlist {lex} {first} {best}: FIRST and BEST must be non-negative integers")
-                shortlist = (lex, int(first), int(best))
-            out = from_marian_npz(args.npz, args.vocab, args.out_dir, shortlist=shortlist, allow_unk=args.allow_unk,
-                                  force=args.force)
-        elif args.target == "marian-npz":
-            from pyfastdec.convert_marian_npz import to_marian_npz
-
-            out = to_marian_npz(args.model_dir, args.out_dir, force=args.force)
-        else:
-            out = to_ctranslate2(args.model_dir, args.out_dir, args.quantization, args.max_positions, args.force)
-    except (ValueError, ImportError, FileExistsError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:  # an input that cannot be read (outputs are restated by pyfastdec/model_dir/staging.py)
-        print(f"error: {err.filename + ': ' if err.filename else ''}{err.strerror or err}", file=sys.stderr)
-        return 1
-    except MemoryError:
-        print("error: out of memory", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the staging directory is already removed
-        print("error: interrupted; nothing was written", file=sys.stderr)
-        return 130
-    print(out)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -57,7 +57,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pyfastdec.convert import float_weights, pad_layers
+from pyfastdec.convert.weights import float_weights, pad_layers
 from pyfastdec.model_dir import ModelConfig, ModelDir
 from pyfastdec.model_dir.shortlist import Shortlist
 from pyfastdec.model_dir.staging import check_output, staged_dir
@@ -79,7 +79,7 @@ def zero_start(cfg: ModelConfig, embed: np.ndarray) -> bool:
 def marian_shapes(cfg: ModelConfig) -> tuple[int, int, int]:
     """(transformer-heads, encoder FFN size, decoder FFN size). Marian has one head count,
     which must split d_model, and one FFN size per stack: pruned layers are padded up to
-    them with zero heads and units (pyfastdec.convert.pad_layers), the same function."""
+    them with zero heads and units (pyfastdec.convert.weights.pad_layers), the same function."""
     heads = max(l.heads for l in cfg.encoder_layers + cfg.decoder_layers)
     if cfg.d_model % cfg.head_dim or heads > cfg.d_model // cfg.head_dim:
         raise ValueError(f"encoder/decoder layers[i].heads up to {heads}, head_dim = {cfg.head_dim}, d_model = "

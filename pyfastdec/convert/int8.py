@@ -1,13 +1,14 @@
 """An int8 model directory from a float32 one, in numpy (export/FORMAT.md, int8).
 
 Weights: every quantized linear per output row, q = clamp(round(w * 127 / max|w_row|),
-+-127), weight_scale = 1 / (127 / max|w_row|) computed as export/writer.py's quantize_weight
-does, so both writers store the same bytes; the tied embedding int8
-per row by the engine's rule (pyfastdec/model_dir/int8_rows.py).
++-127), weight_scale = 1 / (127 / max|w_row|) (quantize_linear: export/writer.py's
+quantize_weight runs it too, so both writers store the same bytes); the tied embedding
+int8 per row by the engine's rule (pyfastdec/model_dir/int8_rows.py).
 
 Activations, one of:
 - static ("int8_static_per_tensor"): one calibrated multiplier per linear input
-  (pyfastdec/activation_calibration.py), the form export.write produces;
+  (pyfastdec/convert/calibration.py), the form export.write produces (the config field:
+  quantization_field, shared with export/writer.py);
 - dynamic ("int8_dynamic_per_row"): no multipliers; the engine scales each row of a
   linear's input by 127 / max|row| at run time (csrc/kernels/isa_common.h), so no
   calibration text is needed. Speed and quality of both: bench/README.md.
@@ -25,6 +26,7 @@ from typing import Optional
 import numpy as np
 
 from pyfastdec.model_dir import safetensors_io
+from pyfastdec.convert.calibration import ACT_STAT
 from pyfastdec.model_dir.int8_rows import quantize_rows
 from pyfastdec.model_dir.staging import check_output, staged_dir
 from pyfastdec.model_dir import (CONFIG_FILE, EMBED_SCALE, QUANT_ACTIVATIONS, QUANT_DYNAMIC_ACTIVATIONS,
@@ -33,17 +35,34 @@ from pyfastdec.model_dir import (CONFIG_FILE, EMBED_SCALE, QUANT_ACTIVATIONS, QU
                                  quantized_linears)
 
 MAX_CALIBRATION_SENTENCES = 2000
-ACT_STAT = "127 / (mean + 1.1 * std) of the per-batch max|A| of the linear's input"
 
 
 def quantize_linear(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """[out, in] float32 -> (int8 [out, in], float32 [out]) per output row."""
     w = np.asarray(w, dtype=np.float32)
-    # torch divides a scalar by a tensor as reciprocal-then-multiply: the same here, so the
-    # multipliers (and the q they round to) are export/writer.py's to the last bit.
+    # Reciprocal, then times 127: the order in which torch computes 127 / max|w_row|, and so
+    # the bytes of every int8 directory export/ wrote with torch before it used this rule.
     mult = (np.float32(1) / np.maximum(np.abs(w).max(axis=1), np.float32(1e-12))) * np.float32(127)
     q = np.clip(np.rint(w * mult[:, None]), -127, 127).astype(np.int8)
     return q, (np.float32(1.0) / mult).astype(np.float32)
+
+
+def quantization_field(linears: list[str], scales: Optional[dict[str, float]] = None,
+                       calibration: Optional[dict] = None, embedding: bool = True) -> dict:
+    """config.json "quantization" of an int8 directory (export/FORMAT.md): static
+    activations with `scales` (linear -> multiplier, stored for every one of `linears`,
+    in that order), dynamic ones with scales=None; embedding: the tied embedding is stored
+    int8 per row. export/writer.py writes the same field."""
+    quantization: dict = {"weights": QUANT_WEIGHTS, "weight_scale": QUANT_WEIGHT_SCALE}
+    if scales is None:
+        quantization["activations"] = QUANT_DYNAMIC_ACTIVATIONS
+    else:
+        quantization["activations"] = QUANT_ACTIVATIONS
+        quantization["activation_scales"] = {lin: float(scales[lin]) for lin in linears}
+        quantization["calibration"] = dict(calibration or {}, statistic=ACT_STAT)
+    if embedding:
+        quantization["embedding"] = QUANT_EMBEDDING
+    return quantization
 
 
 def write_int8_dir(float_model: ModelDir, out: Path, scales: Optional[dict[str, float]] = None,
@@ -59,17 +78,9 @@ def write_int8_dir(float_model: ModelDir, out: Path, scales: Optional[dict[str, 
     for lin in linears:
         tensors[f"{lin}.weight"], tensors[f"{lin}.weight_scale"] = quantize_linear(tensors[f"{lin}.weight"])
     tensors["embed.weight"], tensors[EMBED_SCALE] = quantize_rows(tensors["embed.weight"])
-    quantization: dict = {"weights": QUANT_WEIGHTS, "weight_scale": QUANT_WEIGHT_SCALE}
-    if scales is None:
-        quantization["activations"] = QUANT_DYNAMIC_ACTIVATIONS
-    else:
-        quantization["activations"] = QUANT_ACTIVATIONS
-        quantization["activation_scales"] = {lin: float(scales[lin]) for lin in linears}
-        quantization["calibration"] = dict(calibration or {}, statistic=ACT_STAT)
-    quantization["embedding"] = QUANT_EMBEDDING
     config = json.loads((float_model.path / CONFIG_FILE).read_text(encoding="utf-8"))
     config.pop("checksum", None)
-    config["quantization"] = quantization
+    config["quantization"] = quantization_field(linears, scales, calibration)
     safetensors_io.save_file(out / WEIGHTS_FILE, tensors, metadata={"format": "fastdec", "version": "1"})
     for name in TOKENIZER_FILES[cfg.tokenizer]:
         shutil.copyfile(float_model.path / name, out / name)
@@ -96,13 +107,13 @@ def read_text_lines(path: Path) -> list[str]:
 def quantize_dir(model_dir: ModelDir, out: Path, calibration_file: Optional[Path],
                  max_sentences: int = MAX_CALIBRATION_SENTENCES) -> None:
     """An int8 directory in `out` from the float one: with `calibration_file`, static
-    activation multipliers calibrated on its sentences (pyfastdec/activation_calibration.py;
+    activation multipliers calibrated on its sentences (pyfastdec/convert/calibration.py;
     the decoder is teacher-forced on the float model's own greedy outputs, what it reads at
     inference); without, dynamic per-row activations (write_int8_dir)."""
     if calibration_file is None:
         write_int8_dir(model_dir, out)
         return
-    from pyfastdec.activation_calibration import BATCH_SIZE, calibrate
+    from pyfastdec.convert.calibration import BATCH_SIZE, calibrate
     from pyfastdec.backends.native import NativeBackend
     from pyfastdec.decoding.greedy import greedy
     from pyfastdec.text import load_tokenizer

@@ -1,6 +1,6 @@
 """Static int8 activation multipliers for a float32 model directory, in numpy.
 
-The rule is export/calibrate.py's (Edinburgh WMT22): run the float model teacher-forced
+The rule is export/calibrate.py's (Edinburgh WMT22; activation_multiplier, shared): run the float model teacher-forced
 over calibration pairs in batches of 16 sentences sorted by source length, record
 max|A| per batch for the input A of every quantized linear, and store
 127 / (mean + 1.1 * std) of those maxima (export/FORMAT.md, int8). This module computes
@@ -18,9 +18,21 @@ import math
 
 import numpy as np
 
+from pyfastdec.convert.positions import sinusoidal_table
 from pyfastdec.model_dir import MAX_ACTIVATION_SCALE, ModelDir, quantized_linears
 
 BATCH_SIZE = 16
+ACT_STAT = "127 / (mean + 1.1 * std) of the per-batch max|A| of the linear's input"
+
+
+def activation_multiplier(mean: float, std: float) -> float:
+    """The static multiplier of a linear input (ACT_STAT) from the mean and population
+    standard deviation of its per-batch max|A|; export/calibrate.py applies it too. Each
+    caller reduces the maxima in its own float64 arithmetic (numpy here, torch there):
+    their sums round differently in the last bit, and each keeps the bytes it wrote."""
+    # An input that is (almost) always zero (a pruned FFN whose units never fire) rounds to
+    # 0 at any multiplier; the format's largest one keeps the directory valid.
+    return min(float(127.0 / max(float(mean + 1.1 * std), 1e-12)), MAX_ACTIVATION_SCALE)
 
 
 def _layer_norm(x: np.ndarray, w: dict, name: str, eps: float) -> np.ndarray:
@@ -47,8 +59,6 @@ class _Recorder:
         self.cfg, self.eps, self.pre = cfg, np.float32(cfg.layer_norm_eps), cfg.norm == "pre"
         self.w = {n: np.asarray(t, dtype=np.float32) for n, t in model.tensors.items()}
         self.current: dict[str, float] = {}
-        from pyfastdec.convert import sinusoidal_table
-
         self.positions = lambda n: sinusoidal_table(n, cfg.d_model, cfg.positions)
 
     def linear(self, name: str, x: np.ndarray) -> np.ndarray:
@@ -133,7 +143,5 @@ def calibrate(model: ModelDir, pairs: list[tuple[list[int], list[int]]],
     scales = {}
     for n in names:
         vals = np.asarray(maxima[n], dtype=np.float64)
-        # An input that is (almost) always zero rounds to 0 at any multiplier; the format's
-        # largest one keeps it valid (as export/calibrate.py).
-        scales[n] = min(float(127.0 / max(float(vals.mean() + 1.1 * vals.std()), 1e-12)), MAX_ACTIVATION_SCALE)
+        scales[n] = activation_multiplier(float(vals.mean()), float(vals.std()))
     return scales
