@@ -104,7 +104,7 @@ def test_int8_greedy_agrees_with_hf_float32(tiny, int8_dirs, which):
 
 
 def _rewrite_quantization(directory, change) -> None:
-    from export.rehash import checksums
+    from pyfastdec.model_dir.checksums import directory_checksums as checksums
 
     config = json.loads((directory / "config.json").read_text())
     change(config["quantization"])

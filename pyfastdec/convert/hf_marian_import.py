@@ -50,8 +50,9 @@ from pyfastdec.model_dir import safetensors_io
 from pyfastdec.convert.int8 import quantize_dir
 from pyfastdec.convert.positions import sinusoidal_table
 from pyfastdec.model_dir import (CONFIG_FILE, SHORTLIST_FILE, SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE,
-                                 WEIGHTS_FILE, ModelDir, ModelDirError, check_marian_vocab, config_digest,
+                                 WEIGHTS_FILE, ModelDir, ModelDirError, check_marian_vocab,
                                  file_digest, load_config_json)
+from pyfastdec.model_dir.checksums import directory_checksums
 from pyfastdec.model_dir.staging import check_output, scratch_dir, staged_dir
 
 HF_CONFIG, HF_GENERATION = "config.json", "generation_config.json"
@@ -277,18 +278,13 @@ def map_weights(hf: dict[str, np.ndarray], config: dict, where: Path) -> dict[st
 
 
 # ----------------------------------------------------------------------------- writing
-def _checksum(out: Path, config: dict) -> dict:
-    files = (WEIGHTS_FILE, SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE)
-    return {"config": config_digest(config), **{n: file_digest((out / n).read_bytes()) for n in files}}
-
-
 def write_float_dir(out: Path, config: dict, tensors: dict[str, np.ndarray], hf_dir: Path) -> ModelDir:
     """config.json, model.safetensors and the tokenizer files into `out` (which exists)."""
     safetensors_io.save_file(out / WEIGHTS_FILE, tensors, metadata={"format": "fastdec", "version": "1"})
     for name in (SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE):
         shutil.copyfile(hf_dir / name, out / name)
     config = dict(config)
-    config["checksum"] = _checksum(out, config)
+    config["checksum"] = directory_checksums(out, config)
     (out / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     return ModelDir.load(out)
 

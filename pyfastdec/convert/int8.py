@@ -31,8 +31,8 @@ from pyfastdec.model_dir.int8_rows import quantize_rows
 from pyfastdec.model_dir.staging import check_output, staged_dir
 from pyfastdec.model_dir import (CONFIG_FILE, EMBED_SCALE, QUANT_ACTIVATIONS, QUANT_DYNAMIC_ACTIVATIONS,
                                  QUANT_EMBEDDING, QUANT_WEIGHT_SCALE, QUANT_WEIGHTS, TOKENIZER_FILES,
-                                 SHORTLIST_FILE, WEIGHTS_FILE, ModelDir, checksum_keys, config_digest, file_digest,
-                                 quantized_linears)
+                                 SHORTLIST_FILE, WEIGHTS_FILE, ModelDir, quantized_linears)
+from pyfastdec.model_dir.checksums import directory_checksums
 
 MAX_CALIBRATION_SENTENCES = 2000
 
@@ -84,13 +84,9 @@ def write_int8_dir(float_model: ModelDir, out: Path, scales: Optional[dict[str, 
     safetensors_io.save_file(out / WEIGHTS_FILE, tensors, metadata={"format": "fastdec", "version": "1"})
     for name in TOKENIZER_FILES[cfg.tokenizer]:
         shutil.copyfile(float_model.path / name, out / name)
-    checksum = {"config": config_digest(config)}
-    for key in checksum_keys(cfg.tokenizer)[1:]:
-        checksum[key] = file_digest((out / key).read_bytes())
-    if (float_model.path / SHORTLIST_FILE).is_file():  # the model's own: listed, or it is refused
+    if (float_model.path / SHORTLIST_FILE).is_file():  # the model's own: copied before the checksum lists it
         shutil.copyfile(float_model.path / SHORTLIST_FILE, out / SHORTLIST_FILE)
-        checksum[SHORTLIST_FILE] = file_digest((out / SHORTLIST_FILE).read_bytes())
-    config["checksum"] = checksum
+    config["checksum"] = directory_checksums(out, config)
     (out / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     return ModelDir.load(out)
 

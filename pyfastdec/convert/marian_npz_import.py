@@ -55,7 +55,8 @@ import numpy as np
 
 from pyfastdec.model_dir import safetensors_io
 from pyfastdec.model_dir import (CONFIG_FILE, SHORTLIST_FILE, SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE,
-                                 WEIGHTS_FILE, ModelDir, config_digest, file_digest)
+                                 WEIGHTS_FILE, ModelDir)
+from pyfastdec.model_dir.checksums import directory_checksums
 from pyfastdec.model_dir.shortlist import Shortlist
 from pyfastdec.model_dir.staging import check_output, staged_dir
 
@@ -457,12 +458,9 @@ def from_marian_npz(npz: str | os.PathLike, vocab: str | os.PathLike, out_dir: s
         ids = {p: i for i, p in enumerate(pieces)}
         ids[START_PIECE] = len(pieces)
         (tmp / VOCAB_FILE).write_text(json.dumps(ids, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
-        files = (WEIGHTS_FILE, SOURCE_SPM_FILE, TARGET_SPM_FILE, VOCAB_FILE)
         if sl is not None:  # before the checksum, which must list it
             sl.save(tmp / SHORTLIST_FILE)
-            files += (SHORTLIST_FILE,)
-        config["checksum"] = {"config": config_digest(config), **{n: file_digest((tmp / n).read_bytes())
-                                                                  for n in files}}
+        config["checksum"] = directory_checksums(tmp, config)
         (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         ModelDir.load(tmp)  # what is renamed into place loads
     return out
