@@ -10,6 +10,7 @@
 #endif
 #include <stdexcept>
 #include <unordered_set>
+#include <utility>
 
 #include "kernels/activation.h"
 #include "kernels/dispatch.h"
@@ -31,8 +32,6 @@ float scale_of(const std::map<std::string, float>& scales, const std::string& li
   return it == scales.end() ? 0.f : it->second;
 }
 
-thread_local std::vector<float> attention_scratch;
-
 }  // namespace
 
 Model::Model(ModelConfig config, const TensorLookup& lookup,
@@ -44,7 +43,9 @@ Model::Model(ModelConfig config, const TensorLookup& lookup,
   // Tokens the model must never generate (e.g. Marian's pad): -inf here, so no argmax,
   // top-k or shortlist path can pick them, while the file keeps finite values.
   for (int id : cfg_.suppress) output_bias_[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
-  load_tied_embedding(lookup);
+  TiedEmbedding tied = load_tied_embedding(kt_, lookup, V, d, cfg_.int8, cfg_.positions, output_bias_.data());
+  embedding_ = std::move(tied.input);
+  output_ = std::move(tied.output);
 
   // Projections that read the same input run as one GEMM, so they must share one
   // calibrated input scale (calibration sees the same tensor, so it gives the same one).
@@ -67,8 +68,9 @@ Model::Model(ModelConfig config, const TensorLookup& lookup,
     L.ln_ffn = LayerNorm(kt_, lookup, p + "ln_ffn", d, cfg_.layer_norm_eps);
     L.qkv = linear(p, {{"self_attn.q", inner}, {"self_attn.k", inner}, {"self_attn.v", inner}}, d);
     L.o = linear(p, {{"self_attn.o", d}}, inner);
-    L.fc1 = linear(p, {{"ffn.fc1", s.ffn}}, d);
-    L.fc2 = linear(p, {{"ffn.fc2", d}}, s.ffn);
+    Linear fc1 = linear(p, {{"ffn.fc1", s.ffn}}, d);
+    Linear fc2 = linear(p, {{"ffn.fc2", d}}, s.ffn);
+    L.ffn = FeedForward(std::move(fc1), std::move(fc2), cfg_.activation);
     encoder_.push_back(std::move(L));
   }
   for (size_t i = 0; i < cfg_.decoder.size(); ++i) {
@@ -89,8 +91,9 @@ Model::Model(ModelConfig config, const TensorLookup& lookup,
     L.cross_q = linear(p, {{"cross_attn.q", inner}}, d);
     L.cross_kv = linear(p, {{"cross_attn.k", inner}, {"cross_attn.v", inner}}, d);
     L.cross_o = linear(p, {{"cross_attn.o", d}}, inner);
-    L.fc1 = linear(p, {{"ffn.fc1", s.ffn}}, d);
-    L.fc2 = linear(p, {{"ffn.fc2", d}}, s.ffn);
+    Linear fc1 = linear(p, {{"ffn.fc1", s.ffn}}, d);
+    Linear fc2 = linear(p, {{"ffn.fc2", d}}, s.ffn);
+    L.ffn = FeedForward(std::move(fc1), std::move(fc2), cfg_.activation);
     decoder_.push_back(std::move(L));
   }
   if (cfg_.pre_norm) {
@@ -101,106 +104,7 @@ Model::Model(ModelConfig config, const TensorLookup& lookup,
     heads_ = ProposalHeads(kt_, lookup, cfg_.proposal_heads, cfg_.proposal_hidden, d, cfg_.int8, act_scales);
 }
 
-// The tied embedding / output matrix. Float32 models use the float rows for both. In an
-// int8 model the matrix is int8 per vocabulary row (export/FORMAT.md), stored so
-// (embed.weight int8 + embed.weight_scale) or quantised here from a float32 embed.weight
-// by the same rule; the output layer and the lookup then both read those int8 rows, so
-// a directory and its int8-embedding conversion decode bit-identically.
-void Model::load_tied_embedding(const TensorLookup& lookup) {
-  const int d = cfg_.d_model, V = cfg_.vocab_size;
-  TensorView e = lookup("embed.weight");
-  if (e.dtype == "int8" && !cfg_.int8)
-    throw std::invalid_argument("tensor 'embed.weight': int8 in a float32 model (config quantization null); "
-                                "expected float32");
-  if (!cfg_.int8) {
-    e = expect_tensor(lookup, "embed.weight", "float32", {V, d});
-    embed_.assign(e.f32(), e.f32() + e.numel());
-    output_ = Linear::from_float(kt_, embed_.data(), V, d, output_bias_.data());
-    return;
-  }
-  const size_t n = static_cast<size_t>(V) * d;
-  std::vector<int8_t> q_owned;
-  std::vector<float> scales_owned;
-  const int8_t* q;
-  const float* scales;
-  if (e.dtype == "int8") {
-    e = expect_tensor(lookup, "embed.weight", "int8", {V, d});
-    TensorView s = expect_tensor(lookup, "embed.weight_scale", "float32", {V});
-    q = e.i8();
-    scales = s.f32();
-  } else {
-    e = expect_tensor(lookup, "embed.weight", "float32", {V, d});
-    q_owned.resize(n);
-    scales_owned.resize(static_cast<size_t>(V));
-    quantize_rows(e.f32(), V, d, q_owned.data(), scales_owned.data());
-    q = q_owned.data();
-    scales = scales_owned.data();
-  }
-  embed_.resize(n);
-  for (int r = 0; r < V; ++r)
-    for (int k = 0; k < d; ++k) {
-      size_t i = static_cast<size_t>(r) * d + k;
-      embed_[i] = static_cast<float>(q[i]) * scales[r];
-    }
-  // A row-major copy is kept so per-row shortlists can compute only their candidates.
-  output_ = Linear::from_int8(kt_, q, scales, V, d, output_bias_.data(), true);
-}
-
-// ---------------------------------------------------------------- building blocks
-void Model::embed(int32_t id, int position, float* out) {
-  OpTimer timer(Op::kEmbed);
-  const int d = cfg_.d_model;
-  size_t have = positions_.size() / static_cast<size_t>(d);
-  if (static_cast<size_t>(position) >= have) {
-    // PE(p, 2i) = sin(p * 10000^(-2i/d)), PE(p, 2i+1) = cos(...), in float as
-    // export/modeling.py computes it. Grown in doubling steps: sin/cos per embedded
-    // token cost more than the rest of an int8 decoder step.
-    size_t rows = std::max<size_t>(static_cast<size_t>(position) + 1, 2 * have);
-    positions_.resize(rows * d);
-    using Positions = ModelConfig::Positions;
-    const int half = d / 2;
-    if (cfg_.positions == Positions::kInterleaved) {
-      const float log_base = -std::log(10000.0f) / static_cast<float>(d);
-      for (size_t p = have; p < rows; ++p)
-        for (int i = 0; i < d; i += 2) {
-          float angle = static_cast<float>(p) * std::exp(log_base * static_cast<float>(i));
-          positions_[p * d + i] = std::sin(angle);
-          if (i + 1 < d) positions_[p * d + i + 1] = std::cos(angle);
-        }
-    } else {
-      // sin in the first half, cos in the second. Hugging Face Marian: frequency
-      // 10000^(-2i/d), computed in double (numpy); Marian C++: exp(-i ln(10000) / (d/2 - 1))
-      // in float (src/graph/node_initializers.cpp, sinusoidalPositionEmbeddings).
-      for (size_t p = have; p < rows; ++p)
-        for (int i = 0; i < half; ++i) {
-          float s, c;
-          if (cfg_.positions == Positions::kHalves) {
-            double angle = static_cast<double>(p) / std::pow(10000.0, 2.0 * i / d);
-            s = static_cast<float>(std::sin(angle));
-            c = static_cast<float>(std::cos(angle));
-          } else {
-            float increment = std::log(10000.f) / (static_cast<float>(half) - 1.f);
-            float angle = static_cast<float>(p) * std::exp(static_cast<float>(i) * -increment);
-            s = std::sin(angle);
-            c = std::cos(angle);
-          }
-          positions_[p * d + i] = s;
-          positions_[p * d + half + i] = c;
-        }
-    }
-  }
-  const float scale = std::sqrt(static_cast<float>(d));
-  const float* e = embed_.data() + static_cast<size_t>(id) * d;
-  const float* pe = positions_.data() + static_cast<size_t>(position) * d;
-  for (int i = 0; i < d; ++i) out[i] = e[i] * scale + pe[i];
-}
-
-void Model::ffn_inner(const Linear& fc1, const float* h, int rows, float* out) {
-  const bool relu = cfg_.activation == Activation::kRelu;  // fused in the GEMM epilogue
-  fc1.forward(h, rows, out, &pool_, relu, &i8_scratch_);
-  if (!relu) apply_activation(cfg_.activation, out, rows, fc1.out(), &pool_);
-}
-
+// ---------------------------------------------------------------- norm placement
 void Model::sublayer_input(const LayerNorm& ln, const float* x, int rows, float* h) const {
   OpTimer timer(Op::kLayerNorm);
   if (cfg_.pre_norm)
@@ -277,7 +181,7 @@ Memory Model::encode(const std::vector<std::vector<int32_t>>& sources,
   x_.resize(static_cast<size_t>(T) * d);
   for (int b = 0; b < R; ++b)
     for (int i = 0; i < offset[b + 1] - offset[b]; ++i)
-      embed(sources[b][i], i, x_.data() + static_cast<size_t>(offset[b] + i) * d);
+      embedding_.forward(sources[b][i], i, x_.data() + static_cast<size_t>(offset[b] + i) * d);
   h_.resize(x_.size());
   y_.resize(x_.size());
   if (!encoder_.empty()) sublayer_input(encoder_[0].ln_attn, x_.data(), T, h_.data());
@@ -290,20 +194,13 @@ Memory Model::encode(const std::vector<std::vector<int32_t>>& sources,
     {
       OpTimer attention_timer(Op::kAttention);
       parallel_rows(&pool_, R, [&](int b) {
-        int len = offset[b + 1] - offset[b];
-        std::vector<int> visible(static_cast<size_t>(len), len);
-        const float* qkv = big_.data() + static_cast<size_t>(offset[b]) * 3 * inner;
-        attend(kt_, {L.heads, hd}, qkv, 3 * static_cast<size_t>(inner), len, qkv + inner, qkv + 2 * inner,
-               3 * static_cast<size_t>(inner), len, visible.data(),
-               att_.data() + static_cast<size_t>(offset[b]) * inner, static_cast<size_t>(inner),
-               attention_scratch);
+        attend_within(kt_, {L.heads, hd}, big_.data() + static_cast<size_t>(offset[b]) * 3 * inner,
+                      offset[b + 1] - offset[b], att_.data() + static_cast<size_t>(offset[b]) * inner);
       });
     }
     L.o.forward(att_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
     add_residual(L.ln_attn, L.ln_ffn, x_.data(), y_.data(), T, h_.data());
-    big_.resize(static_cast<size_t>(T) * L.fc1.out());
-    ffn_inner(L.fc1, h_.data(), T, big_.data());
-    L.fc2.forward(big_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
+    L.ffn.forward(h_.data(), T, big_, y_.data(), &pool_, &i8_scratch_);
     // The next layer's input norm, or (pre-norm) the final one in place.
     bool last = i + 1 == encoder_.size();
     add_residual(L.ln_ffn, last ? enc_final_ : encoder_[i + 1].ln_attn, x_.data(), y_.data(), T,
@@ -418,32 +315,20 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
       big_.resize(static_cast<size_t>(T) * 3 * inner);
       L.self_qkv.forward(h_.data(), T, big_.data(), &pool_, false, &i8_scratch_);
       att_.resize(static_cast<size_t>(T) * inner);
+      // Drafter: [BOS, prefix] is causal; the block of `block` masks sees everything.
+      const int open = visibility == Visibility::kDraftBlock ? block : 0;
       parallel_rows(&pool_, R, [&](int b) {
         RowCache& row = *rows[b];
-        const int n = counts[b], start = row.length, total = start + n;
         const float* qkv = big_.data() + static_cast<size_t>(offset[b]) * 3 * inner;
         float* k = row.buffers->k[l].data();
         float* v = row.buffers->v[l].data();
         {
           OpTimer copy_timer(Op::kCacheCopy);
-          for (int i = 0; i < n; ++i) {
-            std::memcpy(k + static_cast<size_t>(start + i) * inner, qkv + static_cast<size_t>(i) * 3 * inner + inner,
-                        sizeof(float) * inner);
-            std::memcpy(v + static_cast<size_t>(start + i) * inner,
-                        qkv + static_cast<size_t>(i) * 3 * inner + 2 * inner, sizeof(float) * inner);
-          }
+          append_kv(qkv, counts[b], row.length, inner, k, v);
         }
         OpTimer attention_timer(Op::kAttention);
-        std::vector<int> visible(static_cast<size_t>(n));
-        for (int i = 0; i < n; ++i) {
-          int position = start + i;
-          // Drafter: [BOS, prefix] is causal; the block of `block` masks sees everything.
-          bool in_block = visibility == Visibility::kDraftBlock && i >= n - block;
-          visible[i] = in_block ? total : position + 1;
-        }
-        attend(kt_, {L.heads, hd}, qkv, 3 * static_cast<size_t>(inner), n, k, v, static_cast<size_t>(inner), total,
-               visible.data(), att_.data() + static_cast<size_t>(offset[b]) * inner, static_cast<size_t>(inner),
-               attention_scratch);
+        attend_cached(kt_, {L.heads, hd}, qkv, counts[b], row.length, open, k, v,
+                      att_.data() + static_cast<size_t>(offset[b]) * inner);
       });
       L.self_o.forward(att_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
     }
@@ -455,19 +340,14 @@ void Model::decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& c
     parallel_rows(&pool_, R, [&](int b) {
       OpTimer attention_timer(Op::kAttention);
       const MemoryRow& mem = *rows[b]->memory;
-      const int src = static_cast<int>(mem.source.size());
-      std::vector<int> visible(static_cast<size_t>(counts[b]), src);
-      const float* kv = mem.cross_kv[l].data();
-      attend(kt_, {L.heads, hd}, big_.data() + static_cast<size_t>(offset[b]) * inner, static_cast<size_t>(inner),
-             counts[b], kv, kv + inner, 2 * static_cast<size_t>(inner), src, visible.data(),
-             att_.data() + static_cast<size_t>(offset[b]) * inner, static_cast<size_t>(inner), attention_scratch);
+      attend_source(kt_, {L.heads, hd}, big_.data() + static_cast<size_t>(offset[b]) * inner, counts[b],
+                    mem.cross_kv[l].data(), static_cast<int>(mem.source.size()),
+                    att_.data() + static_cast<size_t>(offset[b]) * inner);
     });
     L.cross_o.forward(att_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
     add_residual(L.ln_cross, L.ln_ffn, x, y_.data(), T, h_.data());
     // FFN.
-    big_.resize(static_cast<size_t>(T) * L.fc1.out());
-    ffn_inner(L.fc1, h_.data(), T, big_.data());
-    L.fc2.forward(big_.data(), T, y_.data(), &pool_, false, &i8_scratch_);
+    L.ffn.forward(h_.data(), T, big_, y_.data(), &pool_, &i8_scratch_);
     bool last = l + 1 == decoder_.size();
     add_residual(L.ln_ffn, last ? dec_final_ : decoder_[l + 1].ln_self, x, y_.data(), T, last ? x : h_.data());
   }
@@ -494,7 +374,7 @@ void Model::step(DecoderState& state, const int32_t* tokens, int n, const StepRe
   for (int b = 0; b < R; ++b) {
     rows[b] = &state.rows[b];
     for (int i = 0; i < n; ++i) {
-      embed(tokens[b * n + i], state.rows[b].length + i, x_.data() + static_cast<size_t>(b * n + i) * d);
+      embedding_.forward(tokens[b * n + i], state.rows[b].length + i, x_.data() + static_cast<size_t>(b * n + i) * d);
       memory_of[b * n + i] = state.rows[b].memory.get();
     }
   }
@@ -631,10 +511,10 @@ void Model::draft(const Memory& memory, const std::vector<std::vector<int32_t>>&
   int t = 0;
   for (int b = 0; b < R; ++b) {
     int position = rows[b]->length;
-    if (position == 0) embed(cfg_.bos, position++, x_.data() + static_cast<size_t>(t++) * d);
+    if (position == 0) embedding_.forward(cfg_.bos, position++, x_.data() + static_cast<size_t>(t++) * d);
     for (size_t i = static_cast<size_t>(kept[b]); i < prefixes[b].size(); ++i)
-      embed(prefixes[b][i], position++, x_.data() + static_cast<size_t>(t++) * d);
-    for (int j = 0; j < k; ++j) embed(cfg_.mask, position++, x_.data() + static_cast<size_t>(t++) * d);
+      embedding_.forward(prefixes[b][i], position++, x_.data() + static_cast<size_t>(t++) * d);
+    for (int j = 0; j < k; ++j) embedding_.forward(cfg_.mask, position++, x_.data() + static_cast<size_t>(t++) * d);
   }
   decoder_pass(rows, counts, x_.data(), Visibility::kDraftBlock, k);
   for (int b = 0; b < R; ++b) {  // keep [BOS, prefix]; the k mask positions are dropped

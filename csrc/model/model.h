@@ -11,6 +11,8 @@
 
 #include "kernels/kernel_table.h"
 #include "kernels/thread_pool.h"
+#include "layers/embedding.h"
+#include "layers/ffn.h"
 #include "layers/layer_norm.h"
 #include "layers/linear.h"
 #include "layers/proposal_heads.h"
@@ -104,24 +106,20 @@ class Model {
   struct EncoderLayer {
     int heads = 0;
     LayerNorm ln_attn, ln_ffn;
-    Linear qkv, o, fc1, fc2;
+    Linear qkv, o;
+    FeedForward ffn;
   };
   struct DecoderLayer {
     int heads = 0;
     LayerNorm ln_self, ln_cross, ln_ffn;
     Linear self_qkv, self_o;   // attention self sublayer
     Linear ssru;               // [w | wf]: SSRU self sublayer
-    Linear cross_q, cross_kv, cross_o, fc1, fc2;
+    Linear cross_q, cross_kv, cross_o;
+    FeedForward ffn;
   };
   // Self-attention visibility of a decoder pass.
   enum class Visibility { kCausal, kDraftBlock };
 
-  // embed_ and output_ from embed.weight (float32, or int8 + embed.weight_scale).
-  void load_tied_embedding(const TensorLookup& lookup);
-  // x = E[id] * sqrt(d) + PE(position); PE rows come from a table grown on demand.
-  void embed(int32_t id, int position, float* out);
-  // fc1 and the FFN activation of config.json "activation": [rows, d] -> [rows, ffn].
-  void ffn_inner(const Linear& fc1, const float* h, int rows, float* out);
   void sublayer_input(const LayerNorm& ln, const float* x, int rows, float* h) const;
   // x += y, then the norm that reads x next: pre-norm h = next(x) (next is the following
   // sublayer's input norm, or the final norm with h = x); post-norm x = post(x), h = x.
@@ -156,10 +154,9 @@ class Model {
   ThreadPool pool_;
   std::mutex call_mutex_;  // one call at a time: scratch buffers are shared
   int inner_enc_ = 0;
-  std::vector<float> embed_;  // [V, d] fp32; int8 models: the int8 rows dequantised
-  std::vector<float> positions_;  // [rows so far, d]: sinusoidal position table
   std::vector<float> output_bias_;
-  Linear output_;             // tied embedding; int8 (with column subsets) or fp32
+  Embedding embedding_;       // embed.weight (int8 models: its int8 rows dequantised)
+  Linear output_;             // tied to embedding_; int8 (with column subsets) or fp32
   std::vector<EncoderLayer> encoder_;
   std::vector<DecoderLayer> decoder_;
   LayerNorm enc_final_, dec_final_;
