@@ -2,6 +2,14 @@
 // sublayer) with multi-token steps and exact roll-back, int8 or fp32 projections,
 // per-row shortlists, and the block drafter of GAD. Implements what the Backend
 // protocol (pyfastdec/backends/base.py) asks; the Python side adds the protocol types.
+//
+// One class, implemented in one translation unit per part:
+//   model.cc         construction (weights into layers), norm placement, scratch
+//   encoder.cc       encode, attach (shared encoder) and the cross-attention K/V
+//   decoder.cc       start, step, truncate and the decoder pass they run
+//   output_layer.cc  logits over shortlists and what a step asks of them
+//   drafting.cc      proposal heads, BiLD's greedy drafts, the NAT drafter's block
+// The layers they are built from are in csrc/layers/.
 #pragma once
 #include <map>
 #include <memory>
@@ -120,15 +128,20 @@ class Model {
   // Self-attention visibility of a decoder pass.
   enum class Visibility { kCausal, kDraftBlock };
 
+  // model.cc: norm placement, shared by the encoder and the decoder.
   void sublayer_input(const LayerNorm& ln, const float* x, int rows, float* h) const;
   // x += y, then the norm that reads x next: pre-norm h = next(x) (next is the following
   // sublayer's input norm, or the final norm with h = x); post-norm x = post(x), h = x.
   void add_residual(const LayerNorm& post, const LayerNorm& next, float* x, const float* y, int rows,
                     float* h) const;
-  void grow(RowCache& row, int length) const;
-  // Each row's cross-attention K/V per decoder layer, from encoder states enc [T, d]
-  // (row b: positions offset[b] .. offset[b + 1]).
+  size_t held_scratch_bytes() const;  // call_mutex_ held
+
+  // encoder.cc: each row's cross-attention K/V per decoder layer, from encoder states
+  // enc [T, d] (row b: positions offset[b] .. offset[b + 1]).
   void project_cross(std::vector<std::shared_ptr<MemoryRow>>& rows, const float* enc, const std::vector<int>& offset);
+
+  // decoder.cc
+  void grow(RowCache& row, int length) const;
   // Floats per position of a row's layer-l cache: K (and V) for attention, c for SSRU.
   size_t cache_width(size_t l) const {
     return cfg_.ssru_decoder ? static_cast<size_t>(cfg_.d_model)
@@ -139,15 +152,17 @@ class Model {
   // (after the final layer norm) in x.
   void decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& counts, float* x,
                     Visibility visibility, int block);
-  size_t held_scratch_bytes() const;  // call_mutex_ held
-  // Runs the proposal heads at each row's accepted position j (the leading draft tokens
-  // that equal the argmax before them), only there: K heads x 1 position per row.
-  // h: the step's final states [R * n, d]; argmax [R, n] from output_stats.
-  void propose(const int32_t* tokens, int n, const float* h, const std::vector<const MemoryRow*>& memory_of,
-               const StepRequest& request, const StepOutputs& outputs);
-  // Output layer over hidden rows h [T, d]; row t belongs to cache row row_of[t].
+
+  // output_layer.cc: the output layer over hidden rows h [T, d]; row t is scored over
+  // memory_of[t]'s shortlist (the full vocabulary if it has none).
   void output_stats(const float* h, int T, const std::vector<const MemoryRow*>& memory_of,
                     const StepRequest& request, const StepOutputs& outputs);
+
+  // drafting.cc: runs the proposal heads at each row's accepted position j (the leading
+  // draft tokens that equal the argmax before them), only there: K heads x 1 position
+  // per row. h: the step's final states [R * n, d]; argmax [R, n] from output_stats.
+  void propose(const int32_t* tokens, int n, const float* h, const std::vector<const MemoryRow*>& memory_of,
+               const StepRequest& request, const StepOutputs& outputs);
 
   ModelConfig cfg_;
   const KernelTable& kt_;
