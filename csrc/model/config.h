@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/activation.h"
+#include "layers/embedding.h"
 
 namespace fastdec {
 
@@ -32,7 +33,8 @@ struct ModelConfig {
   // Optional fields for models trained elsewhere (export/FORMAT.md); defaults = ours.
   Activation activation = Activation::kRelu;
   float layer_norm_eps = 1e-5f;
-  enum class Positions { kInterleaved, kHalves, kMarian } positions = Positions::kInterleaved;
+  using Positions = PositionEncoding;
+  Positions positions = Positions::kInterleaved;
   std::vector<int> suppress;  // ids never generated: output bias -inf
 
   bool is_drafter() const { return arch == "nat-drafter"; }

@@ -2,6 +2,14 @@
 // sublayer) with multi-token steps and exact roll-back, int8 or fp32 projections,
 // per-row shortlists, and the block drafter of GAD. Implements what the Backend
 // protocol (pyfastdec/backends/base.py) asks; the Python side adds the protocol types.
+//
+// One class, implemented in one translation unit per part:
+//   model.cc         construction (weights into layers), norm placement, scratch
+//   encoder.cc       encode, attach (shared encoder) and the cross-attention K/V
+//   decoder.cc       start, step, truncate and the decoder pass they run
+//   output_layer.cc  logits over shortlists and what a step asks of them
+//   drafting.cc      proposal heads, BiLD's greedy drafts, the NAT drafter's block
+// The layers they are built from are in csrc/layers/.
 #pragma once
 #include <map>
 #include <memory>
@@ -11,6 +19,8 @@
 
 #include "kernels/kernel_table.h"
 #include "kernels/thread_pool.h"
+#include "layers/embedding.h"
+#include "layers/ffn.h"
 #include "layers/layer_norm.h"
 #include "layers/linear.h"
 #include "layers/proposal_heads.h"
@@ -104,33 +114,34 @@ class Model {
   struct EncoderLayer {
     int heads = 0;
     LayerNorm ln_attn, ln_ffn;
-    Linear qkv, o, fc1, fc2;
+    Linear qkv, o;
+    FeedForward ffn;
   };
   struct DecoderLayer {
     int heads = 0;
     LayerNorm ln_self, ln_cross, ln_ffn;
     Linear self_qkv, self_o;   // attention self sublayer
     Linear ssru;               // [w | wf]: SSRU self sublayer
-    Linear cross_q, cross_kv, cross_o, fc1, fc2;
+    Linear cross_q, cross_kv, cross_o;
+    FeedForward ffn;
   };
   // Self-attention visibility of a decoder pass.
   enum class Visibility { kCausal, kDraftBlock };
 
-  // embed_ and output_ from embed.weight (float32, or int8 + embed.weight_scale).
-  void load_tied_embedding(const TensorLookup& lookup);
-  // x = E[id] * sqrt(d) + PE(position); PE rows come from a table grown on demand.
-  void embed(int32_t id, int position, float* out);
-  // fc1 and the FFN activation of config.json "activation": [rows, d] -> [rows, ffn].
-  void ffn_inner(const Linear& fc1, const float* h, int rows, float* out);
+  // model.cc: norm placement, shared by the encoder and the decoder.
   void sublayer_input(const LayerNorm& ln, const float* x, int rows, float* h) const;
   // x += y, then the norm that reads x next: pre-norm h = next(x) (next is the following
   // sublayer's input norm, or the final norm with h = x); post-norm x = post(x), h = x.
   void add_residual(const LayerNorm& post, const LayerNorm& next, float* x, const float* y, int rows,
                     float* h) const;
-  void grow(RowCache& row, int length) const;
-  // Each row's cross-attention K/V per decoder layer, from encoder states enc [T, d]
-  // (row b: positions offset[b] .. offset[b + 1]).
+  size_t held_scratch_bytes() const;  // call_mutex_ held
+
+  // encoder.cc: each row's cross-attention K/V per decoder layer, from encoder states
+  // enc [T, d] (row b: positions offset[b] .. offset[b + 1]).
   void project_cross(std::vector<std::shared_ptr<MemoryRow>>& rows, const float* enc, const std::vector<int>& offset);
+
+  // decoder.cc
+  void grow(RowCache& row, int length) const;
   // Floats per position of a row's layer-l cache: K (and V) for attention, c for SSRU.
   size_t cache_width(size_t l) const {
     return cfg_.ssru_decoder ? static_cast<size_t>(cfg_.d_model)
@@ -141,25 +152,26 @@ class Model {
   // (after the final layer norm) in x.
   void decoder_pass(std::vector<RowCache*>& rows, const std::vector<int>& counts, float* x,
                     Visibility visibility, int block);
-  size_t held_scratch_bytes() const;  // call_mutex_ held
-  // Runs the proposal heads at each row's accepted position j (the leading draft tokens
-  // that equal the argmax before them), only there: K heads x 1 position per row.
-  // h: the step's final states [R * n, d]; argmax [R, n] from output_stats.
-  void propose(const int32_t* tokens, int n, const float* h, const std::vector<const MemoryRow*>& memory_of,
-               const StepRequest& request, const StepOutputs& outputs);
-  // Output layer over hidden rows h [T, d]; row t belongs to cache row row_of[t].
+
+  // output_layer.cc: the output layer over hidden rows h [T, d]; row t is scored over
+  // memory_of[t]'s shortlist (the full vocabulary if it has none).
   void output_stats(const float* h, int T, const std::vector<const MemoryRow*>& memory_of,
                     const StepRequest& request, const StepOutputs& outputs);
+
+  // drafting.cc: runs the proposal heads at each row's accepted position j (the leading
+  // draft tokens that equal the argmax before them), only there: K heads x 1 position
+  // per row. h: the step's final states [R * n, d]; argmax [R, n] from output_stats.
+  void propose(const int32_t* tokens, int n, const float* h, const std::vector<const MemoryRow*>& memory_of,
+               const StepRequest& request, const StepOutputs& outputs);
 
   ModelConfig cfg_;
   const KernelTable& kt_;
   ThreadPool pool_;
   std::mutex call_mutex_;  // one call at a time: scratch buffers are shared
   int inner_enc_ = 0;
-  std::vector<float> embed_;  // [V, d] fp32; int8 models: the int8 rows dequantised
-  std::vector<float> positions_;  // [rows so far, d]: sinusoidal position table
   std::vector<float> output_bias_;
-  Linear output_;             // tied embedding; int8 (with column subsets) or fp32
+  Embedding embedding_;       // embed.weight (int8 models: its int8 rows dequantised)
+  Linear output_;             // tied to embedding_; int8 (with column subsets) or fp32
   std::vector<EncoderLayer> encoder_;
   std::vector<DecoderLayer> decoder_;
   LayerNorm enc_final_, dec_final_;
