@@ -1,5 +1,5 @@
 """The edit-margin rule on the argmax (Want.keep_ids / Want.edit_margin), in numpy: what
-the native engine does in its output layer (csrc/model/model.cc, output_stats), for the
+the native engine does in its output layer (csrc/model/output_layer.cc, output_stats), for the
 backends that compute log-probs in Python (torch reference, onnxruntime).
 
 At every position with a kept token k (>= 0; -1: none), the argmax becomes k unless the
