@@ -1,7 +1,7 @@
 """Reference decoding with the PyTorch models: greedy, beam search, drafter blocks.
 
 Batched over sentences with padding masks; the decoder runs incrementally (KV cache or
-SSRU state, see modeling.DecoderCache). These are the references the native engine and
+SSRU state, see decoder_cache.DecoderCache). These are the references the native engine and
 the decoding strategies are checked against, so clarity wins over speed.
 
 Conventions shared with the engine: source ids are the sentencepiece ids followed by

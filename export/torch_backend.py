@@ -18,7 +18,8 @@ from pyfastdec.backends.edit_margin import check_keep_ids, kept_argmax
 from pyfastdec.backends.proposals import accepted_prefix, check_proposals
 
 from .decode import pad_batch
-from .modeling import DecoderCache, Seq2Seq
+from .decoder_cache import DecoderCache
+from .modeling import Seq2Seq
 
 
 @dataclass
