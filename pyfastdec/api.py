@@ -369,8 +369,8 @@ class Translator:
                 edit_margin: float | None = None, repetition_guard: bool | None = None):
         """Correct `texts` with input-guided aggressive decoding (IAD; = greedy output, then
         the repetition guard): meant for a correction model, whose output mostly copies its
-        input. Sentence by sentence, as translate: the shipped uk-gec, given whole lines of
-        2-6 UA-GEC test sentences, returned 736 of 946 sentences (every sentence, split first).
+        input. Sentence by sentence, as translate: a line of several sentences is split first,
+        because a model trained on single sentences drops sentences from a whole line.
         edit_margin: as in translate (default: the model's own, chosen on its val set).
         repetition_guard: as in translate (default: on for a Corrector)."""
         return self.translate(texts, algo="iad", batch_size=batch_size, return_stats=return_stats,

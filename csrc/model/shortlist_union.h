@@ -30,7 +30,7 @@ const char* shortlist_gemm_name(ShortlistGemm mode);
 
 // The cost model's constants, nanoseconds, measured on the development VM (AMD EPYC,
 // AVX512-VNNI, one thread, K = 256, the output layer of models/en-de-attn and its
-// shortlist on 32 Multi30k sentences: python -m bench.shortlist_costs; bench/README.md).
+// shortlist on 32 Multi30k sentences: python -m bench.studies.shortlist_costs; bench/HISTORY.md).
 // Per-row path: every column of a row's list is one int8 dot product over K, its weights
 // read from cache for that row (consecutive rows of one list share the reads: cheaper
 // extra rows). Union path: a GEMM, a streaming cost per column plus a compute cost per
