@@ -23,13 +23,29 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-if not any((ROOT / "pyfastdec" / f"_engine{suffix}").is_file() for suffix in EXTENSION_SUFFIXES):
+ENGINELESS_ROOT = not any((ROOT / "pyfastdec" / f"_engine{suffix}").is_file() for suffix in EXTENSION_SUFFIXES)
+
+
+def _root_last() -> None:
+    sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != ROOT]
+    sys.path.append(str(ROOT))  # bench/ and export/ live only here
+
+
+if ENGINELESS_ROOT:
     sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != ROOT]
     try:
         import pyfastdec  # noqa: F401  (pins the installed package; see the docstring)
     except ImportError:
         pass  # no engine anywhere: the tests that need one fail with pyfastdec's own message
     sys.path.append(str(ROOT))  # bench/ and export/ live only here
+
+
+def pytest_collection_finish(session):
+    # Collecting bench/ put the root back in front of sys.path, and a process a test spawns
+    # (fastdec --workers: multiprocessing's spawn) takes this sys.path and would import the
+    # engine-less checkout: the root goes behind site-packages again before any test runs.
+    if ENGINELESS_ROOT:
+        _root_last()
 
 
 @pytest.hookimpl(tryfirst=True)
