@@ -24,6 +24,7 @@ source is in another language, so it cannot say what repeats naturally.
 """
 from __future__ import annotations
 
+from collections import Counter
 from typing import Callable, Sequence
 
 MAX_N = 3  # n-grams of up to 3 words, or of up to 3 pieces, are checked for loops
@@ -99,4 +100,8 @@ class LoopCheck:
     def repeats(self, output: Sequence[int], least: int = REPORT_COPIES) -> bool:
         """Whether output repeats some n-gram `least`+ times in a row in one of the three
         views, whatever its source: a looping translation (DecodeStats.looping)."""
+        # Every piece of such a loop occurs `least` times: most outputs, which repeat no piece
+        # that often, are answered without building the views (the check runs on every output).
+        if len(output) < least or max(Counter(output).values()) < least:
+            return False
         return self.loops((), output, least)

@@ -16,6 +16,7 @@ shipped models:
 from __future__ import annotations
 
 import math
+import random
 import re
 from pathlib import Path
 
@@ -153,6 +154,26 @@ def loops_brute_force(pieces: list[str], least: int = 4) -> bool:
         return any(all(seq[i + k * n:i + (k + 1) * n] == seq[i:i + n] for k in range(least))
                    and only(seq[i:i + n]) for n in (1, 2, 3) for i in range(len(seq) - least * n + 1))
     return repeats(words) or repeats(plain) or repeats(pieces, lambda gram: all(map(punct, gram)))
+
+
+def test_the_loop_check_is_the_brute_force_one_on_random_outputs(en_de):
+    sp = en_de._target_tokenizer()
+    alphabet = [sp.piece_id(p) for p in ("▁5", "▁der", "s", "ing", ",", ".", "▁Hund", "▁")]
+    assert None not in alphabet
+    rng = random.Random(32)
+    check = en_de._loops()
+    found = 0
+    for _ in range(3000):
+        ids = [rng.choice(alphabet[:rng.randint(2, len(alphabet))]) for _ in range(rng.randint(0, 16))]
+        gram = [rng.choice(alphabet) for _ in range(rng.randint(1, 3))]
+        at = rng.randint(0, len(ids))
+        ids[at:at] = gram * rng.randint(0, 5)  # 3 or 4 copies in a row: loops or not, at every n
+        expected = loops_brute_force([sp.piece(t) for t in ids])
+        assert check.repeats(ids) == expected, [sp.piece(t) for t in ids]
+        found += expected
+    assert 100 < found < 2900  # both answers occur often
+    five = sp.encode("Nummer 5 5 5 5")
+    assert check.repeats(five) and not check.repeats(sp.encode("Nummer 5 5 5"))
 
 
 def test_looping_outputs_are_counted(en_de):
