@@ -77,6 +77,20 @@ def test_bild_keeps_outputs_within_the_limit():
             assert outs == greedy
 
 
+def test_alternatives_and_streams_take_the_factor(en_de, sources):
+    limits = [limit(len(s) + 1, 0.5) for s in sources]
+    alternatives = en_de.translate(sources, return_alternatives=True, num_hypotheses=3, max_length_factor=0.5)
+    assert all(len(o) <= n for outs, n in zip(alternatives, limits) for o in outs)
+    assert any(len(o) == n for outs, n in zip(alternatives, limits) for o in outs)
+    short, long_prefix = en_de.tokenizer.encode("Hi"), en_de.tokenizer.encode("Vielen Dank " * 8)[:12]
+    assert limit(len(short) + 1, 0.5) < len(long_prefix) < limit(len(short) + 1)
+    assert en_de.translate([short], target_prefix=[long_prefix], return_alternatives=True, num_hypotheses=3,
+                           max_length_factor=0.5) == [[long_prefix]]  # it fills its limit: no alternative
+    streamed = list(en_de.translate_iterable(iter(sources), algo="greedy", max_length_factor=0.5))
+    assert streamed == en_de.translate(sources, algo="greedy", max_length_factor=0.5)
+    assert any(len(o) == n for o, n in zip(streamed, limits))
+
+
 def test_the_smaller_of_the_two_limits_wins(en_de):
     src = [en_de.tokenizer.encode(LOOPER)]
     relative = limit(len(src[0]) + 1)
