@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from pyfastdec.decoding.limits import default_max_len  # noqa: F401  (one rule: the engine's default limit)
+
 from .modeling import Seq2Seq
 
 
@@ -20,12 +22,6 @@ def pad_batch(seqs: list[list[int]], pad: int) -> torch.Tensor:
     for i, s in enumerate(seqs):
         out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
     return out
-
-
-def default_max_len(src_len: int) -> int:
-    """Per sentence, from its own source length (never the padded batch length), so that
-    a translation does not depend on which sentences share its batch."""
-    return 2 * src_len + 10
 
 
 def _batches(n: int, order: list[int], batch_size: int):

@@ -26,7 +26,8 @@ import numpy as np
 
 from pyfastdec import sentence_units
 from pyfastdec.backends.base import Want
-from pyfastdec.decoding import DecodeStats, default_max_len
+from pyfastdec.decoding import DecodeStats
+from pyfastdec.decoding.limits import sentence_limit
 from pyfastdec.decoding.prefix import PrefixedBackend, PrefixSource
 from pyfastdec.hypotheses import merge_stats
 from pyfastdec.size_limits import MAX_N_BEST, check_size
@@ -66,7 +67,7 @@ def translate_alternatives(translator, items: list, prefixes, n: int, opts) -> t
     for unit in units:
         first.setdefault(unit.input, unit)
     expand = [i for i, u in first.items()
-              if u.keep is None and len(u.prefix) < (opts.max_len or default_max_len(len(u.src)))]
+              if u.keep is None and len(u.prefix) < sentence_limit(len(u.src), opts.max_len, opts.length_factor)]
     alternatives = dict(zip(expand, first_tokens(translator, [first[i] for i in expand], n, opts)))
     results: list[list] = [[] for _ in items]
     stats = DecodeStats(sentences=len(items))

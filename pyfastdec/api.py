@@ -32,7 +32,8 @@ from pyfastdec.alternatives import check_alternatives, translate_alternatives
 from pyfastdec.backends.base import Backend
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.copy_through import CopyThrough, SourcePieces
-from pyfastdec.decoding import DecodeStats, default_max_len, strategies
+from pyfastdec.decoding import DecodeStats, strategies
+from pyfastdec.decoding.limits import DEFAULT_MAX_LENGTH_FACTOR, sentence_limit
 from pyfastdec.decoding.policies import DraftLengthPolicy, DraftOrPlain, SourceDraftLength
 from pyfastdec.decoding.logit_rules import RuledBackend
 from pyfastdec.decoding.prefix import PrefixedBackend, PrefixSource, target_prefix
@@ -231,7 +232,7 @@ class Translator:
                   edit_margin: float | None = None, fallback: float | None = None, rollback: float | None = None,
                   repetition_guard: bool | None = None, sampling_topp: float = 1.0,
                   repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0, min_decoding_length: int = 0,
-                  return_alternatives: bool = False):
+                  return_alternatives: bool = False, max_length_factor: float | None = DEFAULT_MAX_LENGTH_FACTOR):
         """Translate `texts` (a list of inputs, or one string) in input order.
 
         An input is raw text (str), or a list of sentencepiece pieces, or a list of token
@@ -247,9 +248,15 @@ class Translator:
             the returned output and of its score. With text input it prefixes the
             output's first sentence.
         max_decoding_length: output tokens at most (the prefix included, EOS not
-            counted); default 2 * len(source) + 10 per sentence. A target prefix longer
-            than a given max_decoding_length raises ValueError; one already as long as
-            the limit (or, with the default limit, longer) is returned as it is.
+            counted); default: only the relative limit. A target prefix longer than a
+            given max_decoding_length raises ValueError; one already as long as the
+            limit (or, with the relative limit only, longer) is returned as it is.
+        max_length_factor: the relative limit, floor(F * len(source)) + 10 output
+            tokens per sentence (len(source) counting EOS; the prefix counted in the
+            output): default 2.5, which cuts no natural output of the shipped models'
+            test sets (decoding/limits.py); None: off, with max_decoding_length given.
+            With both, the smaller limit wins. stats.hit_max_len lists the inputs cut
+            at a limit, stats.looping those whose output repeats a 1-3-gram 4+ times.
         length_penalty: beam search ranks hypotheses by sum(log p) / length^length_penalty
             (length counting EOS); the returned scores are normalised the same way for
             every algorithm (1.0: the average log-prob per token).
@@ -311,7 +318,7 @@ class Translator:
                              max_decoding_length, length_penalty, num_hypotheses, sampling_topk,
                              sampling_temperature, sampling_seed, beam_rule, edit_margin, prefixes,
                              fallback, rollback, repetition_guard, sampling_topp, repetition_penalty,
-                             no_repeat_ngram_size, min_decoding_length)
+                             no_repeat_ngram_size, min_decoding_length, max_length_factor=max_length_factor)
         if alternatives:
             result, stats = translate_alternatives(self, items, prefixes, alternatives, opts)
             result = result[0] if single else result
@@ -366,15 +373,17 @@ class Translator:
         return translate_file(self, input_path, output_path, target_prefix_path, batch_size, read_ahead, options)
 
     def correct(self, texts: Sequence[str] | str, batch_size: int = 32, return_stats: bool = False,
-                edit_margin: float | None = None, repetition_guard: bool | None = None):
+                edit_margin: float | None = None, repetition_guard: bool | None = None,
+                max_length_factor: float | None = DEFAULT_MAX_LENGTH_FACTOR):
         """Correct `texts` with input-guided aggressive decoding (IAD; = greedy output, then
         the repetition guard): meant for a correction model, whose output mostly copies its
         input. Sentence by sentence, as translate: a line of several sentences is split first,
         because a model trained on single sentences drops sentences from a whole line.
         edit_margin: as in translate (default: the model's own, chosen on its val set).
-        repetition_guard: as in translate (default: on for a Corrector)."""
+        repetition_guard, max_length_factor: as in translate (guard default: on for a Corrector)."""
         return self.translate(texts, algo="iad", batch_size=batch_size, return_stats=return_stats,
-                              edit_margin=edit_margin, repetition_guard=repetition_guard)
+                              edit_margin=edit_margin, repetition_guard=repetition_guard,
+                              max_length_factor=max_length_factor)
 
     # ---- internals
     def _options(self, *args, **options) -> CallOptions:
@@ -444,9 +453,9 @@ class Translator:
 
     def _decode_batch(self, units: list[Unit], opts: CallOptions) -> tuple[list[list[Hyp]], DecodeStats]:
         """The n-best hypotheses of every unit of a batch (prefix included) and the batch's
-        statistics (hit_max_len as batch rows). Units whose prefix already fills their
-        length limit are not decoded: the prefix is their output."""
-        limits = [(opts.max_len or default_max_len(len(u.src))) - len(u.prefix) for u in units]
+        statistics (hit_max_len and looping as batch rows). Units whose prefix already
+        fills their length limit are not decoded: the prefix is their output."""
+        limits = [sentence_limit(len(u.src), opts.max_len, opts.length_factor) - len(u.prefix) for u in units]
         run = [r for r, n in enumerate(limits) if n >= 1]
         hyps: list[list[Hyp]] = [[Hyp([list(u.prefix)])] for u in units]
         if len(run) < len(units) and opts.scores:
@@ -456,16 +465,26 @@ class Translator:
             for r, lp in zip(full, logps):
                 hyps[r] = [Hyp([list(units[r].prefix)], lp, len(units[r].prefix) + 1)]
         if not run:
-            return hyps, DecodeStats(sentences=len(units), hit_max_len=list(range(len(units))))
+            return hyps, DecodeStats(sentences=len(units), hit_max_len=list(range(len(units))),
+                                     looping=self._looping(hyps))
         prefixed = any(units[r].prefix for r in run)
         src = [PrefixSource(units[r].src, units[r].prefix) if prefixed else units[r].src for r in run]
-        max_len = [limits[r] for r in run] if prefixed or opts.max_len is not None else None
-        sub, stats = self._decode_rows(src, opts, max_len, [units[r].seed for r in run], prefixed)
+        sub, stats = self._decode_rows(src, opts, [limits[r] for r in run], [units[r].seed for r in run], prefixed)
         stats.hit_max_len = sorted([run[r] for r in stats.hit_max_len]
                                    + [r for r in range(len(units)) if limits[r] < 1])
         for r, h in zip(run, sub):
             hyps[r] = h
+        stats.looping = self._looping(hyps)
         return hyps, stats
+
+    def _looping(self, hyps: list[list[Hyp]]) -> list[int]:
+        """The rows whose best hypothesis repeats a 1-3-gram 4+ times in a row."""
+        return [r for r, h in enumerate(hyps) if self._loops().repeats(h[0].chunks[0])]
+
+    def _loops(self) -> LoopCheck:
+        if self._loop_check is None:
+            self._loop_check = LoopCheck(self._target_tokenizer())
+        return self._loop_check
 
     def _decode_rows(self, src: list, opts: CallOptions, max_len, seeds, prefixed: bool
                      ) -> tuple[list[list[Hyp]], DecodeStats]:
@@ -504,12 +523,10 @@ class Translator:
     def _revert_loops(self, src: list[list[int]], outs: list[list[int]], stats: DecodeStats) -> list[list[int]]:
         """outs, each output that loops (repetition_guard.py) replaced by its source; such
         rows leave stats.hit_max_len (a loop usually ran to the limit; the source did not)."""
-        if self._loop_check is None:
-            self._loop_check = LoopCheck(self._target_tokenizer())
         guarded, reverted = [], set()
         for row, (s, o) in enumerate(zip(src, outs)):
             source = list(s[:-1]) if s and s[-1] == self.eos else list(s)
-            if self._loop_check.loops(source, o):
+            if self._loops().loops(source, o):
                 reverted.add(row)
                 o = source
             guarded.append(o)

@@ -43,6 +43,7 @@ try:
         from pyfastdec.decoding import DecodeStats
         from pyfastdec.decoding.beam import RULES as BEAM_RULES
         from pyfastdec.hypotheses import merge_stats
+        from pyfastdec.decoding.limits import DEFAULT_MAX_LENGTH_FACTOR, MAX_LENGTH_CONSTANT
         from pyfastdec.default_strategy import StrategyChoice, default_strategy
         from pyfastdec.jobs.interrupts import Terminated, raise_terminated
         from pyfastdec.jobs.lines import InputLines, LineWriter, print_out, stdout_to_devnull
@@ -126,6 +127,25 @@ def positive_float(text: str) -> float:
     return value
 
 
+def length_factor(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0 (output tokens per source token), "
+                                         f"got {text!r}")
+    return value
+
+
+def add_length_factor(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-length-factor", type=length_factor, metavar="F",
+                   help=f"at most floor(F * source tokens) + {MAX_LENGTH_CONSTANT} output tokens per sentence, "
+                        f"EOS counted in the source, not in the output (default {DEFAULT_MAX_LENGTH_FACTOR:g}: cuts "
+                        f"runaway loops, never a natural output of the shipped models' test sets); with "
+                        f"--max-decoding-length the smaller limit wins")
+
+
 def unit_interval(text: str) -> float:
     value = positive_float(text)
     if value > 1:
@@ -167,7 +187,9 @@ def _add_algo_args(p: argparse.ArgumentParser) -> None:
                         "(EOS included) and SCORE = LOGPROB / tokens^length-penalty (the average log-probability "
                         "per token by default); up to N lines per input line; N at most --beam-size")
     p.add_argument("--max-decoding-length", type=positive_int, metavar="N",
-                   help="at most N output tokens per sentence, EOS not counted (default: 2 * source tokens + 10)")
+                   help="at most N output tokens per sentence, EOS not counted (default: only the relative "
+                        "limit of --max-length-factor)")
+    add_length_factor(p)
     p.add_argument("--length-penalty", type=non_negative_float, default=1.0, metavar="A",
                    help="beam search ranks by log-probability / length^A (default 1: per-token average; 0: none)")
     p.add_argument("--beam-rule", choices=BEAM_RULES, default="pyfastdec",
@@ -226,7 +248,8 @@ def _add_io_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--line-by-line", action="store_true",
                    help="translate and flush every line as soon as it is read (default when stdin is a terminal)")
     p.add_argument("--stats", action="store_true",
-                   help="print sentences/s, tokens/s and mean accepted tokens per iteration to stderr")
+                   help="print sentences/s, tokens/s, mean accepted tokens per iteration and the lines cut at the "
+                        "length limit or looping (a 1-3-gram 4+ times in a row) to stderr")
     progress = p.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None,
                           help="show a progress bar on stderr for -i FILE even when stderr is not a terminal")
@@ -279,6 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep corrections that loop: that repeat a word, piece or punctuation n-gram (n <= 3) "
                         "3+ times in a row, more often than the sentence does (by default such a correction is "
                         "dropped and the sentence comes back as it was)"),
+    add_length_factor(p)
     _add_io_args(p)
     p.set_defaults(run=run_translate, role="correct")
 
@@ -329,7 +353,8 @@ def decode_options(args, default: StrategyChoice) -> DecodeOptions:
     asked for, else the model's default lossless strategy (default_strategy.py)."""
     if args.role == "correct":
         return DecodeOptions(default.algo, batch_size=args.batch_size, edit_margin=args.edit_margin,
-                             repetition_guard=False if args.no_repetition_guard else None)
+                             repetition_guard=False if args.no_repetition_guard else None,
+                             max_length_factor=args.max_length_factor)
     algo = args.algo
     if algo is None:
         wants_beam = args.n_best > 1 or (args.beam_size or 1) > 1
@@ -339,7 +364,8 @@ def decode_options(args, default: StrategyChoice) -> DecodeOptions:
                          args.max_decoding_length, args.length_penalty, args.sampling_topk,
                          args.sampling_temperature, args.sampling_seed, args.beam_rule, None, args.fallback,
                          args.rollback, sampling_topp=args.sampling_topp, repetition_penalty=args.repetition_penalty,
-                         no_repeat_ngram_size=args.no_repeat_ngram_size, min_decoding_length=args.min_decoding_length)
+                         no_repeat_ngram_size=args.no_repeat_ngram_size, min_decoding_length=args.min_decoding_length,
+                         max_length_factor=args.max_length_factor)
 
 
 

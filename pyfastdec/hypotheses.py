@@ -71,11 +71,12 @@ def from_beam(results: list, prefixes: list, prefix_logps: list[float], length_p
 
 
 def merge_stats(total: DecodeStats, part: DecodeStats, inputs: Sequence[int]) -> None:
-    """Add one batch's counters and times to `total`; part.hit_max_len holds batch row
-    indices, mapped here to input indices (`inputs[row]`)."""
+    """Add one batch's counters and times to `total`; part.hit_max_len and part.looping
+    hold batch row indices, mapped here to input indices (`inputs[row]`)."""
     for f in fields(DecodeStats):
-        if f.name == "hit_max_len":
-            total.hit_max_len = sorted(set(total.hit_max_len) | {int(inputs[r]) for r in part.hit_max_len})
+        if f.name in ("hit_max_len", "looping"):
+            rows = {int(inputs[r]) for r in getattr(part, f.name)}
+            setattr(total, f.name, sorted(set(getattr(total, f.name)) | rows))
         elif f.name != "sentences":
             setattr(total, f.name, getattr(total, f.name) + getattr(part, f.name))
 

@@ -17,13 +17,19 @@ Three views of the ids are checked, each against the same view of the source:
 A source that itself repeats ("дуже дуже дуже") allows its output as many copies of that
 n-gram. Measured on UA-GEC val and test (models/README.md, uk-gec): the word rule was
 fixed and checked on val first, the piece rule added after both.
+
+The same views count looping translations in the statistics (LoopCheck.repeats: an
+n-gram REPORT_COPIES or more times in a row, whatever the source): a translation's
+source is in another language, so it cannot say what repeats naturally.
 """
 from __future__ import annotations
 
+from collections import Counter
 from typing import Callable, Sequence
 
 MAX_N = 3  # n-grams of up to 3 words, or of up to 3 pieces, are checked for loops
 LOOP_COPIES = 3  # copies in a row that make a loop ("a a a", "a b a b a b")
+REPORT_COPIES = 4  # copies in a row counted as a looping output in the statistics (issue 32)
 
 
 def words(ids: Sequence[int], starts_word: Callable[[int], bool]) -> list[tuple[int, ...]]:
@@ -57,10 +63,10 @@ def runs(seq: Sequence, max_n: int = MAX_N) -> dict[tuple, int]:
     return found
 
 
-def _loops_in(source: Sequence, output: Sequence, only=None) -> bool:
-    """only: a test an n-gram must pass to count (None: every n-gram)."""
+def _loops_in(source: Sequence, output: Sequence, only=None, least: int = LOOP_COPIES) -> bool:
+    """only: a test an n-gram must pass to count (None: every n-gram); least: copies in a row."""
     allowed = runs(source)
-    return any(copies >= LOOP_COPIES and copies > allowed.get(gram, 1) and (only is None or only(gram))
+    return any(copies >= least and copies > allowed.get(gram, 1) and (only is None or only(gram))
                for gram, copies in runs(output).items())
 
 
@@ -79,13 +85,23 @@ class LoopCheck:
             known = self._punctuation[token] = not any(c.isalnum() for c in self.piece(token))
         return known
 
-    def loops(self, source: Sequence[int], output: Sequence[int]) -> bool:
-        """Whether output repeats some n-gram LOOP_COPIES+ times in a row, more times in a
+    def loops(self, source: Sequence[int], output: Sequence[int], least: int = LOOP_COPIES) -> bool:
+        """Whether output repeats some n-gram `least`+ times in a row, more times in a
         row than source repeats it, in one of the three views (module docstring)."""
         def plain(ids):  # punctuation left out
             return [t for t in ids if not self.punctuation(t)]
 
         src, out = plain(source), plain(output)
-        if _loops_in(words(src, self.starts_word), words(out, self.starts_word)) or _loops_in(src, out):
+        if _loops_in(words(src, self.starts_word), words(out, self.starts_word), least=least) \
+                or _loops_in(src, out, least=least):
             return True
-        return _loops_in(source, output, only=lambda gram: all(self.punctuation(t) for t in gram))
+        return _loops_in(source, output, lambda gram: all(self.punctuation(t) for t in gram), least)
+
+    def repeats(self, output: Sequence[int], least: int = REPORT_COPIES) -> bool:
+        """Whether output repeats some n-gram `least`+ times in a row in one of the three
+        views, whatever its source: a looping translation (DecodeStats.looping)."""
+        # Every piece of such a loop occurs `least` times: most outputs, which repeat no piece
+        # that often, are answered without building the views (the check runs on every output).
+        if len(output) < least or max(Counter(output).values()) < least:
+            return False
+        return self.loops((), output, least)

@@ -14,6 +14,7 @@ import numpy as np
 from pyfastdec.decoding import strategies
 from pyfastdec.decoding.beam import RULES as BEAM_RULES
 from pyfastdec.decoding.bild import DEFAULT_FALLBACK, DEFAULT_ROLLBACK, MAX_ROLLBACK
+from pyfastdec.decoding.limits import DEFAULT_MAX_LENGTH_FACTOR
 from pyfastdec.decoding.logit_rules import LogitRules, check_rules, check_rules_algo
 from pyfastdec.decoding.sampling import check_sampling
 from pyfastdec.decoding.strategies import (ACCEPTANCE, BEAM, BLOCK, EDIT_MARGIN, FALLBACK, REPETITION_GUARD,
@@ -47,6 +48,7 @@ class CallOptions:
     repetition_guard: bool = False  # Corrector: a looping output comes back as its source (repetition_guard.py)
     topp: float = 1.0  # sampling: the nucleus (decoding/sampling.py)
     rules: LogitRules = LogitRules()  # repetition penalty, no-repeat n-grams, min length (decoding/logit_rules.py)
+    length_factor: Optional[float] = DEFAULT_MAX_LENGTH_FACTOR  # the relative limit (decoding/limits.py); None: off
 
 
 def check_call(t, algo=None, beam_size=1, batch_size=32, n_best=1, return_scores=False, block=None,
@@ -54,7 +56,8 @@ def check_call(t, algo=None, beam_size=1, batch_size=32, n_best=1, return_scores
                sampling_topk=1, sampling_temperature=1.0, sampling_seed=None, beam_rule="pyfastdec",
                edit_margin=None, target_prefix=None, fallback=None, rollback=None,
                repetition_guard=None, sampling_topp=1.0, repetition_penalty=1.0, no_repeat_ngram_size=0,
-               min_decoding_length=0, return_alternatives=False) -> CallOptions:
+               min_decoding_length=0, return_alternatives=False,
+               max_length_factor=DEFAULT_MAX_LENGTH_FACTOR) -> CallOptions:
     """The checked options of one call to Translator `t`; ValueError/TypeError naming the bad one."""
     if return_alternatives:  # translate takes it before calling here
         raise ValueError("return_alternatives=True: only Translator.translate returns alternatives (a list of "
@@ -89,6 +92,7 @@ def check_call(t, algo=None, beam_size=1, batch_size=32, n_best=1, return_scores
                 or max_decoding_length < 1:
             raise ValueError(f"max_decoding_length must be an int >= 1 (output tokens, the target prefix "
                              f"included, EOS not counted), got {max_decoding_length!r}")
+    check_length_factor(max_length_factor, max_decoding_length)
     if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) \
             or not math.isfinite(length_penalty):
         raise ValueError(f"length_penalty must be a finite number, got {length_penalty!r}")
@@ -105,7 +109,22 @@ def check_call(t, algo=None, beam_size=1, batch_size=32, n_best=1, return_scores
                        int(sampling_topk), float(sampling_temperature), seed, beam_rule,
                        check_edit_margin(t, algo, edit_margin, target_prefix),
                        *check_bild(t, algo, fallback, rollback),
-                       check_repetition_guard(t, algo, repetition_guard, target_prefix), float(sampling_topp), rules)
+                       check_repetition_guard(t, algo, repetition_guard, target_prefix), float(sampling_topp), rules,
+                       None if max_length_factor is None else float(max_length_factor))
+
+
+def check_length_factor(factor, max_decoding_length) -> None:
+    """max_length_factor is a finite number > 0, or None with an absolute limit given
+    (decoding/limits.py: never no limit at all)."""
+    if factor is None:
+        if max_decoding_length is None:
+            raise ValueError("max_length_factor=None (no relative length limit) needs max_decoding_length, an "
+                             "absolute one: an output must have a limit")
+        return
+    if isinstance(factor, (bool, np.bool_)) or not isinstance(factor, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(factor) or factor <= 0:
+        raise ValueError(f"max_length_factor must be a finite number > 0 (output tokens per source token; None: "
+                         f"no relative limit), got {factor!r}")
 
 
 def check_algo(t, algo, beam_size, batch_size, n_best, block, beta, tau) -> None:

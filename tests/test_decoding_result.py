@@ -6,7 +6,7 @@ import time
 import pytest
 
 from pyfastdec.decoding import DecodeStats, Hypothesis, default_max_len
-from pyfastdec.decoding.limits import row_limits
+from pyfastdec.decoding.limits import row_limits, sentence_limit
 
 
 def test_means_divide_by_per_sentence_iterations():
@@ -31,8 +31,11 @@ def test_time_split_adds_up():
 
 
 def test_limits_per_row_and_hypothesis_defaults():
-    assert default_max_len(1) == 12
-    assert row_limits([[3], [5, 6, 3]], None) == [12, 16]
+    assert default_max_len(1) == 12  # floor(2.5 * 1) + 10
+    assert row_limits([[3], [5, 6, 3]], None) == [12, 17]  # floor(2.5 * 3) + 10
+    assert default_max_len(4, 1.5) == 16 and default_max_len(3, 0.1) == 10
+    assert sentence_limit(3, None, 2.5) == 17 and sentence_limit(3, 20, None) == 20
+    assert sentence_limit(3, 16, 2.5) == 16 and sentence_limit(3, 18, 2.5) == 17  # the smaller wins
     assert row_limits([[3], [5, 6, 3]], 4) == [4, 4]
     with pytest.raises(ValueError, match="max_len must be >= 1"):
         row_limits([[3]], 0)

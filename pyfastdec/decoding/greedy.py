@@ -20,8 +20,8 @@ def greedy(backend: Backend, src_ids: list[list[int]], max_len: int | Sequence[i
            edit_margin: float = 0.0) -> tuple[list[list[int]], DecodeStats]:
     """Greedy outputs (ids without BOS/EOS), in input order, and statistics.
 
-    max_len: output tokens per row (EOS not counted); default 2 * len(source) + 10 per
-    row (limits.default_max_len). Iterations = the longest row's number of steps, where a
+    max_len: output tokens per row (EOS not counted); default floor(2.5 * len(source)) + 10
+    per row (limits.default_max_len). Iterations = the longest row's number of steps, where a
     row that ends at EOS after L tokens takes L + 1 steps and one cut at max_len takes L.
     edit_margin > 0: a correction model's edit-margin rule (source_ngrams.py): the source
     token copying would write next is kept unless the top-1 beats it by this many nats.

@@ -68,7 +68,7 @@ def iad(backend: Backend, src_ids: list[list[int]], max_len: int | None = None,
         policy: SourceDraftLength | None | str = "auto", edit_margin: float = 0.0
         ) -> tuple[list[list[int]], DecodeStats]:
     """IAD outputs (ids without BOS/EOS, input order; equal to greedy's) and statistics.
-    max_len as in greedy (default 2 * len(source) + 10 per row). policy: how much of each
+    max_len as in greedy (default limits.default_max_len per row). policy: how much of each
     draft to verify; "auto" (default) learns it within this call (keep one
     SourceDraftLength across calls, as Translator does, so it learns the costs once);
     None verifies every draft whole (tests that count verifier calls). edit_margin: the

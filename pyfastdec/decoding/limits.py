@@ -4,19 +4,41 @@ Each row gets its own limit from its own source length (never the batch's longes
 an output never depends on which sentences share its batch. A row that reaches its
 limit ends there and is returned as it is (flagged in DecodeStats.hit_max_len and, for
 beam search, Hypothesis.finished=False); nothing is dropped.
+
+The limit of a sentence is relative to its source, as Marian's --max-length-factor:
+floor(factor * len(source)) + MAX_LENGTH_CONSTANT output tokens (EOS not counted; the
+target prefix counted), len(source) counting its EOS. An explicit absolute limit
+(max_decoding_length) is a second bound: the smaller of the two wins; factor None
+leaves the absolute one alone. The default factor is the smallest that cuts no natural
+output, reference or greedy, of the shipped models' test sets (bench/README.md,
+"Output length limit"; python -m bench.studies.length_factor): a runaway (looping)
+output stops early, a natural one never meets its limit.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
+DEFAULT_MAX_LENGTH_FACTOR = 2.5
+MAX_LENGTH_CONSTANT = 10  # room for the short sentences, whose outputs vary most in length
 
-def default_max_len(src_len: int) -> int:
-    """2 * len(source) + 10 output tokens (EOS not counted), where len(source) counts
-    the source's trailing EOS: room for long outputs, a bound on runaway repetition.
-    The same rule as export/decode.py, so the references and pyfastdec agree."""
-    return 2 * src_len + 10
+
+def default_max_len(src_len: int, factor: float = DEFAULT_MAX_LENGTH_FACTOR) -> int:
+    """floor(factor * len(source)) + MAX_LENGTH_CONSTANT output tokens (EOS not counted),
+    where len(source) counts the source's trailing EOS; per sentence, from its own source
+    (never the padded batch's), so an output does not depend on its batch. export/decode.py
+    takes it too, so the references and pyfastdec agree."""
+    return math.floor(factor * src_len) + MAX_LENGTH_CONSTANT
+
+
+def sentence_limit(src_len: int, max_len: int | None, factor: float | None) -> int:
+    """The output-token limit of one sentence (its target prefix included): the smaller
+    of the absolute max_len and the relative limit of `factor`, whichever are given (one
+    at least: translate_options.check_length_factor sees to it)."""
+    bounds = ([] if max_len is None else [max_len]) + ([] if factor is None else [default_max_len(src_len, factor)])
+    return min(bounds)
 
 
 def row_limits(src_ids: Sequence[Sequence[int]], max_len: int | Sequence[int] | None) -> list[int]:

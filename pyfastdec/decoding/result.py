@@ -39,6 +39,8 @@ class DecodeStats:
     accepted: drafted tokens the verifier kept.
     generated: output tokens produced, EOS included when a row ended with it.
     hit_max_len: input indices of the rows that stopped at max_len instead of EOS.
+    looping: Translator: input indices of the rows whose output repeats a 1-3-gram 4+
+        times in a row (repetition_guard.LoopCheck.repeats; the best hypothesis).
     encoder_s: wall time in every `encode` (verifier's and drafter's).
     drafter_s: wall time in the drafter's `draft` and `select`.
     verifier_s: wall time in the verifier's `start`, `step`, `truncate`, `select`.
@@ -54,6 +56,7 @@ class DecodeStats:
     accepted: int = 0
     generated: int = 0
     hit_max_len: list[int] = field(default_factory=list)
+    looping: list[int] = field(default_factory=list)
     encoder_s: float = 0.0
     drafter_s: float = 0.0
     verifier_s: float = 0.0

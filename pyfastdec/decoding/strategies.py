@@ -275,6 +275,8 @@ def describe(options) -> str:
         parts.append(f"rollback {'model default' if options.rollback is None else options.rollback}")
     if options.max_decoding_length is not None:
         parts.append(f"max decoding length {options.max_decoding_length}")
+    if getattr(options, "max_length_factor", None) is not None:
+        parts.append(f"max length factor {options.max_length_factor:g}")
     if options.length_penalty != 1.0:
         parts.append(f"length penalty {options.length_penalty}")
     if BEAM in algo and options.beam_rule != "pyfastdec":

@@ -55,6 +55,7 @@ class DecodeOptions:
     repetition_penalty: float = 1.0
     no_repeat_ngram_size: int = 0
     min_decoding_length: int = 0
+    max_length_factor: Optional[float] = None  # None: the API's default (decoding/limits.py)
 
     def kwargs(self) -> dict:
         kw = dict(algo=self.algo, beam_size=self.beam_size, batch_size=self.batch_size, n_best=self.n_best,
@@ -76,6 +77,8 @@ class DecodeOptions:
             kw["rollback"] = self.rollback
         if self.repetition_guard is not None:
             kw["repetition_guard"] = self.repetition_guard
+        if self.max_length_factor is not None:
+            kw["max_length_factor"] = self.max_length_factor
         return kw
 
     def describe(self) -> str:

@@ -39,12 +39,16 @@ class Progress:
 
 
 def print_stats(stats: DecodeStats, lines: int, seconds: float) -> None:
-    """Counts input lines (each may hold several sentences, decoded one by one)."""
+    """Counts input lines (each may hold several sentences, decoded one by one); the lines
+    cut at the length limit and those that loop (DecodeStats.hit_max_len, .looping): a
+    runaway translation shows there."""
     seconds = max(seconds, 1e-9)
     print(f"{PROG}: {lines} lines in {seconds:.2f} s: {lines / seconds:.1f} lines/s, "
           f"{stats.generated / seconds:.1f} tokens/s ({stats.generated} output tokens, EOS included); "
           f"mean accepted tokens per iteration {stats.mean_accepted:.2f} "
-          f"(output tokens per iteration {stats.mean_tokens:.2f}, {stats.iterations} iterations)"
+          f"(output tokens per iteration {stats.mean_tokens:.2f}, {stats.iterations} iterations); "
+          f"lines with an output cut at the length limit: {len(stats.hit_max_len)}, with a looping output (a "
+          f"1-3-gram 4+ times in a row): {len(stats.looping)}"
           + (f"; looping corrections dropped: {stats.loops_reverted} (those sentences, or parts of sentences "
              f"too long for the model, kept as they were)" if stats.loops_reverted else ""),
           file=sys.stderr, flush=True)
