@@ -55,7 +55,7 @@ def test_directory_has_the_requested_shape(tiny_dir):
     assert isinstance(out[0], str)
 
 
-def test_measurement_fills_the_table(tiny_dir):
+def test_measurement_fills_the_table(tiny_dir, tmp_path):
     path, cache = tiny_dir
     ns = [1, 2, 8]
     configs = [("tiny", "tiny", True, ns), ("tiny", "tiny", False, ns)]
@@ -75,3 +75,13 @@ def test_measurement_fills_the_table(tiny_dir):
     table = verify_cost_shapes.ratio_table(rows).splitlines()
     assert len(table) == 2 + 4 and table[2].startswith("| tiny | on | 1 | 1 |")
     assert "gemm %" in verify_cost_shapes.profile_table(rows)
+    # a report written with --out reads back into the same rows, summary and plot
+    out = tmp_path / "report.json"
+    out.write_text(json.dumps(report))
+    assert verify_cost_shapes.load_rows([out]) == rows
+    plot = tmp_path / "plot.png"
+    assert verify_cost_shapes.main(["--from", str(out), "--plot", str(plot)]) == 0
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    fits = {r["ms"][8] / r["ms"][1] <= 1.5 for r in rows if r["batch"] == 1}
+    best = verify_cost_shapes.smallest_within(rows)
+    assert (best is not None) == (True in fits)

@@ -4,6 +4,7 @@ big shapes (bench/model_shapes.py).
 
     nice python -m bench.verify_cost_shapes [--batches 1,8,32] [--threads 1,2]
         [--rounds 60] [--models LABEL,...] [--out FILE.json] [--plot FILE.png]
+    python -m bench.verify_cost_shapes --from A.json B.json [--plot FILE.png]
 
 The timed call is bench.verify_cost's (Case: NativeBackend.step of n tokens per row,
 argmax, after PAST positions over Multi30k sources, then truncated back), and so is the
@@ -165,6 +166,30 @@ def smallest_within(rows: list[dict], limit: float = 1.5, n: int = 8) -> dict | 
     return min(fits, key=lambda r: r["weights_mb"], default=None)
 
 
+def load_rows(paths: list[Path]) -> list[dict]:
+    """The rows of reports written with --out (JSON keys back to ints)."""
+    rows = []
+    for path in paths:
+        for r in json.loads(Path(path).read_text())["rows"]:
+            r["ms"] = {int(n): v for n, v in r["ms"].items()}
+            r["profile"] = {int(n): ops for n, ops in r["profile"].items()}
+            rows.append(r)
+    return rows
+
+
+def summary(rows: list[dict]) -> str:
+    """The ratio tables, where the time goes at n = 8, and the smallest model within 1.5."""
+    blocks = []
+    for key in dict.fromkeys((r["threads"], r["batch"]) for r in rows):
+        blocks.append(ratio_table([r for r in rows if (r["threads"], r["batch"]) == key]))
+    best = smallest_within(rows)
+    blocks.append(f"where the time goes at n = 8 (per-op timer, {PROFILE_CALLS} calls):\n" + profile_table(rows))
+    blocks.append("smallest model with t(8)/t(1) <= 1.5 at batch 1, 1 thread: " + (
+        "none measured" if best is None else f"{best['model']} (shortlist {'on' if best['shortlist'] else 'off'}, "
+                                             f"{best['weights_mb']:.0f} MB of weights)"))
+    return "\n\n".join(blocks)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.verify_cost_shapes", description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", default="1,8,32")
@@ -173,22 +198,23 @@ def main(argv=None) -> int:
     parser.add_argument("--models", help="comma-separated labels to keep (default: all)")
     parser.add_argument("--out", type=Path, help="write the report as JSON here")
     parser.add_argument("--plot", type=Path, help="write the t(n)/t(1) plot here (PNG)")
+    parser.add_argument("--from", dest="reports", type=Path, nargs="+", metavar="JSON",
+                        help="measure nothing: summarise and plot these --out reports together")
     args = parser.parse_args(argv)
-    keep = None if not args.models else set(args.models.split(","))
-    configs = [c for c in SHIPPED + SHAPED if keep is None or c[0] in keep]
-    report = run(configs, [int(b) for b in args.batches.split(",")], [int(t) for t in args.threads.split(",")],
-                 args.rounds)
-    print(f"\nwhere the time goes at n = 8 (per-op timer, {PROFILE_CALLS} calls):")
-    print(profile_table(report["rows"]))
-    best = smallest_within(report["rows"])
-    print("\nsmallest model with t(8)/t(1) <= 1.5 at batch 1, 1 thread: "
-          + ("none" if best is None else f"{best['model']} (shortlist {'on' if best['shortlist'] else 'off'}, "
-                                         f"{best['weights_mb']:.0f} MB)"))
-    if args.out:
-        args.out.write_text(json.dumps(report, indent=1))
+    if args.reports:
+        rows = load_rows(args.reports)
+    else:
+        keep = None if not args.models else set(args.models.split(","))
+        configs = [c for c in SHIPPED + SHAPED if keep is None or c[0] in keep]
+        report = run(configs, [int(b) for b in args.batches.split(",")],
+                     [int(t) for t in args.threads.split(",")], args.rounds)
+        if args.out:
+            args.out.write_text(json.dumps(report, indent=1))
+        rows = report["rows"]
+    print("\n" + summary(rows))
     if args.plot:
         from bench.plots import verify_cost_by_shape
-        verify_cost_by_shape(report["rows"], args.plot)
+        print(f"plot: {verify_cost_by_shape(rows, args.plot)}")
     return 0
 
 
