@@ -56,6 +56,8 @@ def test_directory_has_the_requested_shape(tiny_dir):
 
 
 def test_measurement_fills_the_table(tiny_dir, tmp_path):
+    from pyfastdec.model_dir import ModelDir
+
     path, cache = tiny_dir
     ns = [1, 2, 8]
     configs = [("tiny", "tiny", True, ns), ("tiny", "tiny", False, ns)]
@@ -69,6 +71,7 @@ def test_measurement_fills_the_table(tiny_dir, tmp_path):
         assert sorted(r["ms"]) == ns and all(v > 0 for v in r["ms"].values())
         assert r["weights_mb"] == pytest.approx(weights)
         assert set(r["profile"]) == {1, 8} and r["profile"][8]["gemm"] > 0
+        assert r["macs_per_position"] == verify_cost_shapes.step_macs(ModelDir.load(path).config, r["candidates"])
     with_sl = rows[0]["candidates"]
     # 100 frequent + 16 per distinct source id, padded to a multiple of 8: between those bounds
     assert model_shapes.FREQUENT + model_shapes.PER_SOURCE <= with_sl <= 700 and rows[1]["candidates"] is None
@@ -85,3 +88,15 @@ def test_measurement_fills_the_table(tiny_dir, tmp_path):
     fits = {r["ms"][8] / r["ms"][1] <= 1.5 for r in rows if r["batch"] == 1}
     best = verify_cost_shapes.smallest_within(rows)
     assert (best is not None) == (True in fits)
+
+
+def test_step_macs_counts_the_weights_a_position_reads(tiny_dir):
+    from pyfastdec.model_dir import ModelDir
+
+    model = ModelDir.load(tiny_dir[0])
+    # every decoder weight matrix but cross-attention k / v (read once, at start), plus the output layer
+    read = sum(t.size for name, t in model.tensors.items() if name.startswith("decoder.layers.")
+               and name.endswith(".weight") and t.ndim == 2
+               and not name.endswith(("cross_attn.k.weight", "cross_attn.v.weight")))
+    assert verify_cost_shapes.step_macs(model.config, None) == read + 700 * 64
+    assert verify_cost_shapes.step_macs(model.config, 120) == read + 120 * 64

@@ -88,6 +88,20 @@ def weights_mb(path: Path) -> float:
     return (path / "model.safetensors").stat().st_size / 1e6
 
 
+def step_macs(config, candidates: float | None) -> int:
+    """Multiply-adds of the GEMMs of one decoder position: every decoder layer's linears
+    (cross-attention k / v read the encoder output once, at start, so not theirs) and the
+    output layer over the vocabulary or the shortlist's candidates. With n = 1 each weight
+    byte is read once per position, so this is also the int8 bytes one greedy step streams."""
+    d, hd = config.d_model, config.head_dim
+    total = 0
+    for layer in config.decoder_layers:
+        inner = layer.heads * hd
+        total += (2 * d * d if config.decoder_self == "ssru" else 4 * d * inner)  # self: q k v o or w wf
+        total += 2 * d * inner + 2 * d * layer.ffn  # cross q, o; fc1, fc2
+    return int(total + d * (config.vocab_size if candidates is None else candidates))
+
+
 def run(configs: list[tuple], batches: list[int], threads: list[int], rounds: int, cache: Path | None = None,
         shapes: dict | None = None, log=print) -> dict:
     """The report: one row per (threads, batch, configuration) with ms per n, the
@@ -117,11 +131,13 @@ def run(configs: list[tuple], batches: list[int], threads: list[int], rounds: in
             count = rounds if rows == 1 else max(5, rounds // (4 if rows <= 8 else 8))
             medians = measure(cases, case_ns, count)
             block = []
+            candidates = [shortlist_candidates(case, sources["ua-gec" if case.label.startswith("uk-gec")
+                                                              else "multi30k"][:rows]) for case in cases]
             for i, case in enumerate(cases):
-                source = sources["ua-gec" if case.label.startswith("uk-gec") else "multi30k"][:64]
                 block.append({"model": case.label, "shortlist": bool(case.shortlist), "batch": rows,
                               "threads": thread_count, "rounds": count, "weights_mb": weights_mb(paths[case.label]),
-                              "candidates": shortlist_candidates(case, source),
+                              "candidates": candidates[i],
+                              "macs_per_position": step_macs(case.backend.config, candidates[i]),
                               "ms": {n: medians[(i, n)] * 1e3 for n in case_ns[i]},
                               "profile": {n: profile(case, n) for n in PROFILE_NS}})
             report["rows"] += block
@@ -147,15 +163,19 @@ def profile_table(rows: list[dict], n: int = 8) -> str:
         r["profile"][n].get(op, 0) / sum(r["profile"][n].values()) for r in rows))
     ops = [op for op in ops if any(r["profile"][n].get(op, 0) / sum(r["profile"][n].values()) >= 0.01
                                    for r in rows)]
-    lines = [f"| model | shortlist | batch | threads | ms at 1 | ms at {n} | gemm at {n} / at 1 | "
-             + " | ".join(f"{op} %" for op in ops) + " |", "|---|---|---:|---:|---:|---:|---:|" + "---:|" * len(ops)]
+    lines = [f"| model | shortlist | batch | threads | ms at 1 | ms at {n} | gemm at {n} / at 1 | GMAC/s at 1 "
+             f"| GMAC/s at {n} | " + " | ".join(f"{op} %" for op in ops) + " |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(ops)]
     for r in rows:
         one, at = r["profile"][1], r["profile"][n]
         total = sum(at.values())
         shares = " | ".join(f"{100 * at.get(op, 0) / total:.0f}" for op in ops)
+        # the GEMMs' multiply-adds per second (ms -> GMAC/s: / 1e6)
+        rate = {k: r["macs_per_position"] * r["batch"] * k / max(p.get("gemm", 0), 1e-12) / 1e6
+                for k, p in ((1, one), (n, at))}
         lines.append(f"| {r['model']} | {'on' if r['shortlist'] else 'off'} | {r['batch']} | {r['threads']} | "
                      f"{sum(one.values()):.3f} | {total:.3f} | {at.get('gemm', 0) / max(one.get('gemm', 0), 1e-12):.2f} "
-                     f"| {shares} |")
+                     f"| {rate[1]:.1f} | {rate[n]:.1f} | {shares} |")
     return "\n".join(lines)
 
 
