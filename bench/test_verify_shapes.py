@@ -82,6 +82,10 @@ def test_measurement_fills_the_table(tiny_dir, tmp_path):
     out = tmp_path / "report.json"
     out.write_text(json.dumps(report))
     assert verify_cost_shapes.load_rows([out]) == rows
+    rerun = tmp_path / "rerun.json"  # a later report's row replaces the same configuration's
+    rerun.write_text(json.dumps({"rows": [dict(rows[1], rounds=99)]}))
+    merged = verify_cost_shapes.load_rows([out, rerun])
+    assert [r["rounds"] for r in merged] == [3, 99, 5, 5]
     plot = tmp_path / "plot.png"
     assert verify_cost_shapes.main(["--from", str(out), "--plot", str(plot)]) == 0
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

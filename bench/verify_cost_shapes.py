@@ -187,14 +187,16 @@ def smallest_within(rows: list[dict], limit: float = 1.5, n: int = 8) -> dict | 
 
 
 def load_rows(paths: list[Path]) -> list[dict]:
-    """The rows of reports written with --out (JSON keys back to ints)."""
-    rows = []
+    """The rows of reports written with --out (JSON keys back to ints). A row of a later
+    report replaces one of an earlier report with the same model, shortlist, batch and
+    threads (a rerun of part of a run when the machine was quieter)."""
+    rows = {}
     for path in paths:
         for r in json.loads(Path(path).read_text())["rows"]:
             r["ms"] = {int(n): v for n, v in r["ms"].items()}
             r["profile"] = {int(n): ops for n, ops in r["profile"].items()}
-            rows.append(r)
-    return rows
+            rows[(r["threads"], r["batch"], r["model"], r["shortlist"])] = r
+    return list(rows.values())
 
 
 def summary(rows: list[dict]) -> str:
