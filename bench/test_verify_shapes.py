@@ -72,6 +72,8 @@ def test_measurement_fills_the_table(tiny_dir, tmp_path):
         assert r["weights_mb"] == pytest.approx(weights)
         assert set(r["profile"]) == {1, 8} and r["profile"][8]["gemm"] > 0
         assert r["macs_per_position"] == verify_cost_shapes.step_macs(ModelDir.load(path).config, r["candidates"])
+    # 24 positions against 3 per call: the median GEMM time must grow (it cannot at random)
+    assert rows[3]["profile"][8]["gemm"] > 2 * rows[3]["profile"][1]["gemm"]
     with_sl = rows[0]["candidates"]
     # 100 frequent + 16 per distinct source id, padded to a multiple of 8: between those bounds
     assert model_shapes.FREQUENT + model_shapes.PER_SOURCE <= with_sl <= 700 and rows[1]["candidates"] is None

@@ -14,9 +14,10 @@ batch 1, a quarter at batch 8, an eighth at batch 32 (at least 5). The big shape
 n in BIG_NS only (its batch-32 calls take seconds).
 
 Where the time goes: after the timed rounds, PROFILE_CALLS calls at n = 1 and at n = 8
-per configuration with the engine's per-op timer on (pyfastdec.kernels.op_profile);
-the figures are ms per call per op (the timer's own cost is in them, the ratios above
-are not).
+(alternating) per configuration with the engine's per-op timer on
+(pyfastdec.kernels.op_profile); the figures are each op's median ms per call (the
+timer's own cost is in them, the ratios above are not), with the GEMMs' multiply-adds
+per second (step_macs).
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from bench.verify_cost import CONFIGS as SHIPPED_CONFIGS, ROOT, Case
 NS = list(range(1, 17))
 BIG_NS = [1, 2, 4, 6, 8, 12, 16]
 PROFILE_NS = (1, 8)
-PROFILE_CALLS = 10
+PROFILE_CALLS = 21
 # (label, model directory or a bench.model_shapes shape name, shortlist, n values)
 SHIPPED = [(label, path, sl, NS) for label, path, sl in SHIPPED_CONFIGS] + [
     ("en-de-big", "models/en-de-big", True, NS), ("en-de-big", "models/en-de-big", False, NS)]
@@ -69,19 +70,25 @@ def measure(cases: list[Case], ns: list[list[int]], rounds: int, seed: int = 1) 
     return {key: float(np.median(v)) for key, v in times.items()}
 
 
-def profile(case: Case, n: int, calls: int = PROFILE_CALLS) -> dict[str, float]:
-    """ms per call of each engine op at n positions per row (the per-op timer on)."""
+def profile(case: Case, ns=PROFILE_NS, calls: int = PROFILE_CALLS) -> dict[int, dict[str, float]]:
+    """n -> ms per call of each engine op at n positions per row (the per-op timer on):
+    the n values alternate call by call, and each op's figure is its median over the
+    calls, so that a call the shared machine preempted does not move it."""
     from pyfastdec import kernels
 
+    per_call = {n: [] for n in ns}
     kernels.op_profile(True)
-    kernels.op_profile_totals(reset=True)
     try:
         for _ in range(calls):
-            case.call(n)
-        totals = kernels.op_profile_totals(reset=True)
+            for n in ns:
+                kernels.op_profile_totals(reset=True)
+                case.call(n)
+                per_call[n].append(kernels.op_profile_totals(reset=True))
     finally:
         kernels.op_profile(False)
-    return {op: seconds / calls * 1e3 for op, (seconds, _) in totals.items() if seconds > 0}
+    return {n: {op: float(np.median([c.get(op, (0.0, 0))[0] for c in calls_n])) * 1e3
+                for op in calls_n[0] if any(c.get(op, (0.0, 0))[0] > 0 for c in calls_n)}
+            for n, calls_n in per_call.items()}
 
 
 def weights_mb(path: Path) -> float:
@@ -139,7 +146,7 @@ def run(configs: list[tuple], batches: list[int], threads: list[int], rounds: in
                               "candidates": candidates[i],
                               "macs_per_position": step_macs(case.backend.config, candidates[i]),
                               "ms": {n: medians[(i, n)] * 1e3 for n in case_ns[i]},
-                              "profile": {n: profile(case, n) for n in PROFILE_NS}})
+                              "profile": profile(case)})
             report["rows"] += block
             log(f"\n{thread_count} thread(s), batch {rows}, {count} rounds, load {os.getloadavg()[0]:.2f}:")
             log(ratio_table(block), flush=True)
@@ -205,7 +212,8 @@ def summary(rows: list[dict]) -> str:
     for key in dict.fromkeys((r["threads"], r["batch"]) for r in rows):
         blocks.append(ratio_table([r for r in rows if (r["threads"], r["batch"]) == key]))
     best = smallest_within(rows)
-    blocks.append(f"where the time goes at n = 8 (per-op timer, {PROFILE_CALLS} calls):\n" + profile_table(rows))
+    blocks.append(f"where the time goes at n = 8 (per-op timer, medians of {PROFILE_CALLS} calls):\n"
+                  + profile_table(rows))
     blocks.append("smallest model with t(8)/t(1) <= 1.5 at batch 1, 1 thread: " + (
         "none measured" if best is None else f"{best['model']} (shortlist {'on' if best['shortlist'] else 'off'}, "
                                              f"{best['weights_mb']:.0f} MB of weights)"))
