@@ -215,13 +215,18 @@ def bild_pareto(points: dict | None, out: Path, within: float = 0.3) -> Path | N
 
 def verify_cost_by_shape(rows: list[dict], out: Path) -> Path | None:
     """bench.verify_cost_shapes: t(n)/t(1) against n, one panel per batch size, one colour
-    per model and shortlist setting, solid 1 thread, dashed 2; the dotted line y = 1.5."""
+    per model and shortlist setting (greys: the shipped students; colours: bench.model_shapes'
+    base and big shapes), solid 1 thread, dashed 2; the dotted line y = 1.5."""
     if not rows:
         return None
     plt = _plt()
     batches = sorted({r["batch"] for r in rows})
     configs = list(dict.fromkeys((r["model"], r["shortlist"]) for r in rows))
-    colours = {c: plt.cm.tab10(i % 10) for i, c in enumerate(configs)}
+    # the shipped students in greys, the random-weight shapes in colours
+    shipped = [c for c in configs if not c[0].startswith(("base", "big"))]
+    shaped = [c for c in configs if c not in shipped]
+    colours = {c: plt.cm.Greys(0.35 + 0.6 * i / max(1, len(shipped) - 1)) for i, c in enumerate(shipped)}
+    colours.update({c: plt.cm.tab10(i % 10) for i, c in enumerate(shaped)})
     fig, axes = plt.subplots(1, len(batches), figsize=(4.2 * len(batches), 4), sharey=True, squeeze=False)
     for ax, batch in zip(axes[0], batches):
         for r in (r for r in rows if r["batch"] == batch):
