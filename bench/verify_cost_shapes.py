@@ -11,7 +11,7 @@ argmax, after PAST positions over Multi30k sources, then truncated back), and so
 order: per thread count and batch size, every configuration and every n interleaved in
 each round, n in a fresh random order, medians over the rounds. Rounds: --rounds at
 batch 1, a quarter at batch 8, an eighth at batch 32 (at least 5). The big shape runs
-n in BIG_NS only (its batch-32 calls take seconds).
+n in BIG_NS only (a batch-32 call of 16 positions takes about a second on 1 core).
 
 Where the time goes: after the timed rounds, PROFILE_CALLS calls at n = 1 and at n = 8
 (alternating) per configuration with the engine's per-op timer on
