@@ -211,3 +211,38 @@ def bild_pareto(points: dict | None, out: Path, within: float = 0.3) -> Path | N
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return out
+
+
+def verify_cost_by_shape(rows: list[dict], out: Path) -> Path | None:
+    """bench.verify_cost_shapes: t(n)/t(1) against n, one panel per batch size, one colour
+    per model and shortlist setting (greys: the shipped students; colours: bench.model_shapes'
+    base and big shapes), solid 1 thread, dashed 2; the dotted line y = 1.5."""
+    if not rows:
+        return None
+    plt = _plt()
+    batches = sorted({r["batch"] for r in rows})
+    configs = list(dict.fromkeys((r["model"], r["shortlist"]) for r in rows))
+    # the shipped students in greys, the random-weight shapes in colours
+    shipped = [c for c in configs if not c[0].startswith(("base", "big"))]
+    shaped = [c for c in configs if c not in shipped]
+    colours = {c: plt.cm.Greys(0.35 + 0.6 * i / max(1, len(shipped) - 1)) for i, c in enumerate(shipped)}
+    colours.update({c: plt.cm.tab10(i % 10) for i, c in enumerate(shaped)})
+    fig, axes = plt.subplots(1, len(batches), figsize=(4.2 * len(batches), 4), sharey=True, squeeze=False)
+    for ax, batch in zip(axes[0], batches):
+        for r in (r for r in rows if r["batch"] == batch):
+            ms = {int(n): v for n, v in r["ms"].items()}
+            ns = sorted(ms)
+            label = f"{r['model']}{' +sl' if r['shortlist'] else ''}" if r["threads"] == 1 else None
+            ax.plot(ns, [ms[n] / ms[1] for n in ns], "-" if r["threads"] == 1 else "--", marker=".",
+                    color=colours[(r["model"], r["shortlist"])], label=label, linewidth=1)
+        ax.axhline(1.5, color="grey", linestyle=":", linewidth=1)
+        ax.set_title(f"batch {batch}")
+        ax.set_xlabel("positions verified per row (n)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("t(n) / t(1)  (solid: 1 thread, dashed: 2)")
+    axes[0][-1].legend(fontsize=6, loc="upper left")
+    fig.tight_layout()
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return Path(out)

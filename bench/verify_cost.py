@@ -36,17 +36,17 @@ CONFIGS = [("en-de ssru", "models/en-de", True), ("en-de ssru", "models/en-de", 
 class Case:
     """One model, shortlist setting and batch size, with its state at PAST positions."""
 
-    def __init__(self, label: str, path: Path, shortlist: bool, rows: int, sources: list[str], seed: int = 0):
-        import sentencepiece as spm
-
+    def __init__(self, label: str, path: Path, shortlist: bool, rows: int, sources: list[str], seed: int = 0,
+                 threads: int = 1):
         from pyfastdec.backends.base import Want
         from pyfastdec.backends.native import NativeBackend
+        from pyfastdec.text import load_tokenizer
 
-        self.label, self.shortlist, self.rows = label, shortlist, rows
-        self.backend = NativeBackend(path, threads=1, shortlist=shortlist)  # a path: that file
-        sp = spm.SentencePieceProcessor(model_file=str(path / "spm.model"))
+        self.label, self.shortlist, self.rows, self.threads = label, shortlist, rows, threads
+        self.backend = NativeBackend(path, threads=threads, shortlist=shortlist)  # a path: that file
+        tokenizer = load_tokenizer(self.backend.model_dir)  # spm.model, or a Marian directory's files
         eos, bos = self.backend.tokens["eos"], self.backend.tokens["bos"]
-        ids = [sp.encode(s)[:126] + [eos] for s in sources[:rows]]
+        ids = [tokenizer.encode(s)[:126] + [eos] for s in sources[:rows]]
         self.state = self.backend.start(self.backend.encode(ids))
         rng = np.random.default_rng(seed)
         vocab = self.backend.vocab_size
