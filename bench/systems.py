@@ -4,8 +4,8 @@
 ids + EOS) to output id lists (no BOS/EOS), whatever the engine. Imports happen here, in
 the measuring process only, so no engine is loaded where it is not measured.
 
-Output length: every engine gets pyfastdec's limit, 2 * len(source incl. EOS) + 10
-tokens (pyfastdec.decoding.limits); CTranslate2 takes one limit per call, so at batch > 1
+Output length: every engine gets pyfastdec's default limit, relative to len(source incl.
+EOS) (pyfastdec.decoding.limits.default_max_len); CTranslate2 takes one limit per call, so at batch > 1
 it gets the batch's largest (identical at batch 1).
 """
 from __future__ import annotations

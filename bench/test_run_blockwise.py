@@ -24,6 +24,7 @@ from export.modeling import LayerSpec, ModelConfig, Seq2Seq  # noqa: E402
 from export.tiny import TINY_VOCAB, tiny_spm  # noqa: E402
 from export.tiny_task import task_sources, trained_verifier, translate  # noqa: E402
 from export.writer import write_model_dir  # noqa: E402
+from pyfastdec.decoding.limits import default_max_len  # noqa: E402
 from pyfastdec.model_dir.shortlist import Shortlist  # noqa: E402
 
 FIRST_FILL, UNK, BOS, EOS = 5, 1, 2, 3
@@ -218,7 +219,7 @@ def test_vmap_candidates_equal_the_shortlist_candidates_per_sentence(run):
         pieces = [[sp.id_to_piece(t) for t in src[:-1]]]
         for use_vmap in (True, False):
             out = translator.translate_batch(pieces, beam_size=1, use_vmap=use_vmap, min_decoding_length=0,
-                                             max_decoding_length=2 * len(src) + 10)[0].hypotheses[0]
+                                             max_decoding_length=default_max_len(len(src)))[0].hypotheses[0]
             inside = {ids[p] for p in out} <= candidates
             if use_vmap:
                 assert inside, (src, out)
@@ -234,6 +235,6 @@ def test_vmap_candidates_equal_the_shortlist_candidates_per_sentence(run):
         texts = json.load(f)
     mine = [[ids[p] for p in translator.translate_batch([[sp.id_to_piece(t) for t in src[:-1]]], beam_size=1,
                                                         use_vmap=True, min_decoding_length=0,
-                                                        max_decoding_length=2 * len(src) + 10)[0].hypotheses[0]]
+                                                        max_decoding_length=default_max_len(len(src)))[0].hypotheses[0]]
             for src in sources]
     assert texts[f"{row[0]['job']} {row[0]['workload']}"] == detokenize(mine, run["attn"] / "spm.model")

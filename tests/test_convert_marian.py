@@ -132,8 +132,10 @@ def test_translator_text_equals_hf_decode(tiny):
 
     hf_dir, model, tokenizer, out = tiny
     sentences = read_lines("val.en.gz", 20)
-    # Translator's length limit is 2 * len(source ids + EOS) + 10 (decoding/limits.py).
-    expected = [tokenizer.decode(hf_generate(model, tokenizer, [s], 2 * len(tokenizer(s)["input_ids"]) + 10,
+    from pyfastdec.decoding.limits import default_max_len
+
+    # Translator's default length limit, from the source ids + EOS (decoding/limits.py).
+    expected = [tokenizer.decode(hf_generate(model, tokenizer, [s], default_max_len(len(tokenizer(s)["input_ids"])),
                                              num_beams=1)[0], skip_special_tokens=True, use_source_tokenizer=False)
                 for s in sentences]
     translator = Translator(out, compute_type="float32", threads=1)
