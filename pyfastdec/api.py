@@ -33,7 +33,7 @@ from pyfastdec.backends.base import Backend
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.copy_through import CopyThrough, SourcePieces
 from pyfastdec.decoding import DecodeStats, strategies
-from pyfastdec.decoding.limits import DEFAULT_MAX_LENGTH_FACTOR, sentence_limit
+from pyfastdec.decoding.limits import sentence_limit
 from pyfastdec.decoding.policies import DraftLengthPolicy, DraftOrPlain, SourceDraftLength
 from pyfastdec.decoding.logit_rules import RuledBackend
 from pyfastdec.decoding.prefix import PrefixedBackend, PrefixSource, target_prefix
@@ -232,7 +232,7 @@ class Translator:
                   edit_margin: float | None = None, fallback: float | None = None, rollback: float | None = None,
                   repetition_guard: bool | None = None, sampling_topp: float = 1.0,
                   repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0, min_decoding_length: int = 0,
-                  return_alternatives: bool = False, max_length_factor: float | None = DEFAULT_MAX_LENGTH_FACTOR):
+                  return_alternatives: bool = False, max_length_factor: float | None = None):
         """Translate `texts` (a list of inputs, or one string) in input order.
 
         An input is raw text (str), or a list of sentencepiece pieces, or a list of token
@@ -248,14 +248,15 @@ class Translator:
             the returned output and of its score. With text input it prefixes the
             output's first sentence.
         max_decoding_length: output tokens at most (the prefix included, EOS not
-            counted); default: only the relative limit. A target prefix longer than a
-            given max_decoding_length raises ValueError; one already as long as the
-            limit (or, with the relative limit only, longer) is returned as it is.
+            counted); given alone, it is the only limit (as CTranslate2's). A target
+            prefix longer than a given max_decoding_length raises ValueError; one
+            already as long as the limit (or, with the relative limit only, longer) is
+            returned as it is.
         max_length_factor: the relative limit, floor(F * len(source)) + 10 output
             tokens per sentence (len(source) counting EOS; the prefix counted in the
-            output): default 2.5, which cuts no natural output of the shipped models'
-            test sets (decoding/limits.py); None: off, with max_decoding_length given.
-            With both, the smaller limit wins. stats.hit_max_len lists the inputs cut
+            output). None (default): F = 2.5, which cuts no natural output of the
+            shipped models' test sets (decoding/limits.py), unless max_decoding_length
+            is given. Both given: the smaller limit wins. stats.hit_max_len lists the inputs cut
             at a limit, stats.looping those whose output repeats a 1-3-gram 4+ times.
         length_penalty: beam search ranks hypotheses by sum(log p) / length^length_penalty
             (length counting EOS); the returned scores are normalised the same way for
@@ -374,7 +375,7 @@ class Translator:
 
     def correct(self, texts: Sequence[str] | str, batch_size: int = 32, return_stats: bool = False,
                 edit_margin: float | None = None, repetition_guard: bool | None = None,
-                max_length_factor: float | None = DEFAULT_MAX_LENGTH_FACTOR):
+                max_length_factor: float | None = None):
         """Correct `texts` with input-guided aggressive decoding (IAD; = greedy output, then
         the repetition guard): meant for a correction model, whose output mostly copies its
         input. Sentence by sentence, as translate: a line of several sentences is split first,

@@ -142,8 +142,8 @@ def add_length_factor(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-length-factor", type=length_factor, metavar="F",
                    help=f"at most floor(F * source tokens) + {MAX_LENGTH_CONSTANT} output tokens per sentence, "
                         f"EOS counted in the source, not in the output (default {DEFAULT_MAX_LENGTH_FACTOR:g}: cuts "
-                        f"runaway loops, never a natural output of the shipped models' test sets); with "
-                        f"--max-decoding-length the smaller limit wins")
+                        f"runaway loops, never a natural output of the shipped models' test sets; "
+                        f"--max-decoding-length alone replaces it); with both, the smaller limit wins")
 
 
 def unit_interval(text: str) -> float:

@@ -57,7 +57,7 @@ def check_call(t, algo=None, beam_size=1, batch_size=32, n_best=1, return_scores
                edit_margin=None, target_prefix=None, fallback=None, rollback=None,
                repetition_guard=None, sampling_topp=1.0, repetition_penalty=1.0, no_repeat_ngram_size=0,
                min_decoding_length=0, return_alternatives=False,
-               max_length_factor=DEFAULT_MAX_LENGTH_FACTOR) -> CallOptions:
+               max_length_factor=None) -> CallOptions:
     """The checked options of one call to Translator `t`; ValueError/TypeError naming the bad one."""
     if return_alternatives:  # translate takes it before calling here
         raise ValueError("return_alternatives=True: only Translator.translate returns alternatives (a list of "
@@ -110,21 +110,26 @@ def check_call(t, algo=None, beam_size=1, batch_size=32, n_best=1, return_scores
                        check_edit_margin(t, algo, edit_margin, target_prefix),
                        *check_bild(t, algo, fallback, rollback),
                        check_repetition_guard(t, algo, repetition_guard, target_prefix), float(sampling_topp), rules,
-                       None if max_length_factor is None else float(max_length_factor))
+                       relative_factor(max_length_factor, max_decoding_length))
+
+
+def relative_factor(factor, max_decoding_length) -> float | None:
+    """The relative limit's factor of a call: the one given; or, given none, the default
+    unless max_decoding_length is given, which is then the only limit, as CTranslate2's
+    max_decoding_length is (decoding/limits.py: never no limit at all)."""
+    if factor is not None:
+        return float(factor)
+    return DEFAULT_MAX_LENGTH_FACTOR if max_decoding_length is None else None
 
 
 def check_length_factor(factor, max_decoding_length) -> None:
-    """max_length_factor is a finite number > 0, or None with an absolute limit given
-    (decoding/limits.py: never no limit at all)."""
+    """max_length_factor is None (the default) or a finite number > 0."""
     if factor is None:
-        if max_decoding_length is None:
-            raise ValueError("max_length_factor=None (no relative length limit) needs max_decoding_length, an "
-                             "absolute one: an output must have a limit")
         return
     if isinstance(factor, (bool, np.bool_)) or not isinstance(factor, (int, float, np.integer, np.floating)) \
             or not math.isfinite(factor) or factor <= 0:
         raise ValueError(f"max_length_factor must be a finite number > 0 (output tokens per source token; None: "
-                         f"no relative limit), got {factor!r}")
+                         f"the default), got {factor!r}")
 
 
 def check_algo(t, algo, beam_size, batch_size, n_best, block, beta, tau) -> None:

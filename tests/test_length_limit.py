@@ -91,14 +91,15 @@ def test_alternatives_and_streams_take_the_factor(en_de, sources):
     assert any(len(o) == n for o, n in zip(streamed, limits))
 
 
-def test_the_smaller_of_the_two_limits_wins(en_de):
+def test_the_smaller_of_two_given_limits_wins(en_de):
     src = [en_de.tokenizer.encode(LOOPER)]
     relative = limit(len(src[0]) + 1)
     assert len(en_de.translate(src, algo="greedy")[0]) == relative
     assert len(en_de.translate(src, algo="greedy", max_decoding_length=relative - 7)[0]) == relative - 7
-    assert len(en_de.translate(src, algo="greedy", max_decoding_length=relative + 7)[0]) == relative
+    # max_decoding_length alone is the only limit, as CTranslate2's (no relative limit there)
+    assert len(en_de.translate(src, algo="greedy", max_decoding_length=relative + 7)[0]) == relative + 7
     assert len(en_de.translate(src, algo="greedy", max_decoding_length=relative + 7,
-                               max_length_factor=None)[0]) == relative + 7
+                               max_length_factor=2.5)[0]) == relative
 
 
 def test_a_target_prefix_counts_in_the_output(en_de):
@@ -220,14 +221,13 @@ def test_stats_on_the_command_line(tmp_path, capsys):
 @pytest.mark.parametrize("value", [0, -1, -0.5, float("nan"), float("inf"), "2", True])
 def test_a_bad_factor_is_a_value_error_naming_it(en_de, value):
     with pytest.raises(ValueError, match=r"^max_length_factor must be a finite number > 0 \(output tokens per "
-                                         r"source token; None: no relative limit\), got "):
+                                         r"source token; None: the default\), got "):
         en_de.translate(["A man."], max_length_factor=value)
 
 
-def test_no_limit_at_all_is_refused(en_de):
-    with pytest.raises(ValueError, match=r"^max_length_factor=None \(no relative length limit\) needs "
-                                         r"max_decoding_length"):
-        en_de.translate(["A man."], max_length_factor=None)
+def test_none_is_the_default_limit(en_de):
+    src = [en_de.tokenizer.encode(LOOPER)]
+    assert len(en_de.translate(src, algo="greedy", max_length_factor=None)[0]) == limit(len(src[0]) + 1)
     with pytest.raises(ValueError, match="max_length_factor must be"):
         Corrector(MODELS / "uk-gec", threads=1).correct(["Я йду."], max_length_factor=-2)
 

@@ -8,8 +8,8 @@ beam search, Hypothesis.finished=False); nothing is dropped.
 The limit of a sentence is relative to its source, as Marian's --max-length-factor:
 floor(factor * len(source)) + MAX_LENGTH_CONSTANT output tokens (EOS not counted; the
 target prefix counted), len(source) counting its EOS. An explicit absolute limit
-(max_decoding_length) is a second bound: the smaller of the two wins; factor None
-leaves the absolute one alone. The default factor is the smallest that cuts no natural
+(max_decoding_length) given alone replaces the relative one, as CTranslate2's
+max_decoding_length is the only limit there; with a factor given too, the smaller wins. The default factor is the smallest that cuts no natural
 output, reference or greedy, of the shipped models' test sets (bench/README.md,
 "Output length limit"; python -m bench.studies.length_factor): a runaway (looping)
 output stops early, a natural one never meets its limit.
