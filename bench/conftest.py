@@ -26,13 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
 ENGINELESS_ROOT = not any((ROOT / "pyfastdec" / f"_engine{suffix}").is_file() for suffix in EXTENSION_SUFFIXES)
 
 
-def _root_last() -> None:
+def _drop_root() -> None:
     sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != ROOT]
-    sys.path.append(str(ROOT))  # bench/ and export/ live only here
 
 
 if ENGINELESS_ROOT:
-    sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != ROOT]
+    _drop_root()
     try:
         import pyfastdec  # noqa: F401  (pins the installed package; see the docstring)
     except ImportError:
@@ -45,7 +44,8 @@ def pytest_collection_finish(session):
     # (fastdec --workers: multiprocessing's spawn) takes this sys.path and would import the
     # engine-less checkout: the root goes behind site-packages again before any test runs.
     if ENGINELESS_ROOT:
-        _root_last()
+        _drop_root()
+        sys.path.append(str(ROOT))
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -42,7 +42,7 @@ class Case:
         from pyfastdec.backends.native import NativeBackend
         from pyfastdec.text import load_tokenizer
 
-        self.label, self.shortlist, self.rows, self.threads = label, shortlist, rows, threads
+        self.label, self.shortlist, self.rows = label, shortlist, rows
         self.backend = NativeBackend(path, threads=threads, shortlist=shortlist)  # a path: that file
         tokenizer = load_tokenizer(self.backend.model_dir)  # spm.model, or a Marian directory's files
         eos, bos = self.backend.tokens["eos"], self.backend.tokens["bos"]

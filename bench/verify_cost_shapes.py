@@ -44,14 +44,12 @@ SHAPED = [("base-32k", "base-32k", True, NS), ("base-32k", "base-32k", False, NS
 
 def shortlist_candidates(case: Case, sources: list[str]) -> float | None:
     """Mean candidates per sentence of the case's shortlist over `sources` (None: off)."""
-    if not case.shortlist:
+    shortlist = case.backend.shortlist  # the one the backend loaded (NativeBackend's own rule)
+    if shortlist is None:
         return None
-    from pyfastdec.model_dir import SHORTLIST_FILE
-    from pyfastdec.model_dir.shortlist import Shortlist
     from pyfastdec.text import load_tokenizer
 
-    path = case.shortlist if not isinstance(case.shortlist, bool) else case.backend.model_dir.path / SHORTLIST_FILE
-    shortlist, tokenizer = Shortlist.load(path), load_tokenizer(case.backend.model_dir)
+    tokenizer = load_tokenizer(case.backend.model_dir)
     eos = case.backend.tokens["eos"]
     return float(np.mean([len(shortlist.candidates(tokenizer.encode(s) + [eos])) for s in sources]))
 
@@ -92,7 +90,9 @@ def profile(case: Case, ns=PROFILE_NS, calls: int = PROFILE_CALLS) -> dict[int, 
 
 
 def weights_mb(path: Path) -> float:
-    return (path / "model.safetensors").stat().st_size / 1e6
+    from pyfastdec.model_dir import WEIGHTS_FILE
+
+    return (path / WEIGHTS_FILE).stat().st_size / 1e6
 
 
 def step_macs(config, candidates: float | None) -> int:

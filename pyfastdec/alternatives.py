@@ -31,15 +31,12 @@ from pyfastdec.decoding.limits import sentence_limit
 from pyfastdec.decoding.prefix import PrefixedBackend, PrefixSource
 from pyfastdec.hypotheses import merge_stats
 from pyfastdec.size_limits import MAX_N_BEST, check_size
+from pyfastdec.translate_options import one_n_best
 
 
 def check_alternatives(n_best: int, num_hypotheses: int | None) -> int:
     """How many alternatives a call asks for (num_hypotheses, or its other name n_best)."""
-    if num_hypotheses is not None and n_best != 1 and n_best != num_hypotheses:
-        raise ValueError(f"n_best={n_best} and num_hypotheses={num_hypotheses}: two names for the same option, "
-                         f"give one")
-    n = n_best if num_hypotheses is None else num_hypotheses
-    return check_size("num_hypotheses", n, MAX_N_BEST)
+    return check_size("num_hypotheses", one_n_best(n_best, num_hypotheses), MAX_N_BEST)
 
 
 def first_tokens(translator, units: list, n: int, opts) -> list[list[int]]:

@@ -458,9 +458,9 @@ class Translator:
         fills their length limit are not decoded: the prefix is their output."""
         limits = [sentence_limit(len(u.src), opts.max_len, opts.length_factor) - len(u.prefix) for u in units]
         run = [r for r, n in enumerate(limits) if n >= 1]
+        full = [r for r, n in enumerate(limits) if n < 1]  # the prefix fills the limit: it is the output
         hyps: list[list[Hyp]] = [[Hyp([list(u.prefix)])] for u in units]
-        if len(run) < len(units) and opts.scores:
-            full = [r for r in range(len(units)) if r not in set(run)]
+        if full and opts.scores:
             logps = forced_scores(self._scorer(opts), [units[r].src for r in full], [units[r].prefix for r in full],
                                   range(len(full)))  # prefixes cut short: no EOS scored
             for r, lp in zip(full, logps):
@@ -471,8 +471,7 @@ class Translator:
         prefixed = any(units[r].prefix for r in run)
         src = [PrefixSource(units[r].src, units[r].prefix) if prefixed else units[r].src for r in run]
         sub, stats = self._decode_rows(src, opts, [limits[r] for r in run], [units[r].seed for r in run], prefixed)
-        stats.hit_max_len = sorted([run[r] for r in stats.hit_max_len]
-                                   + [r for r in range(len(units)) if limits[r] < 1])
+        stats.hit_max_len = sorted([run[r] for r in stats.hit_max_len] + full)
         for r, h in zip(run, sub):
             hyps[r] = h
         stats.looping = self._looping(hyps)

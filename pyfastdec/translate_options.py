@@ -62,11 +62,7 @@ def check_call(t, algo=None, beam_size=1, batch_size=32, n_best=1, return_scores
     if return_alternatives:  # translate takes it before calling here
         raise ValueError("return_alternatives=True: only Translator.translate returns alternatives (a list of "
                          "outputs per input)")
-    if num_hypotheses is not None:
-        if n_best != 1 and n_best != num_hypotheses:
-            raise ValueError(f"n_best={n_best} and num_hypotheses={num_hypotheses}: two names for the same "
-                             f"option, give one")
-        n_best = num_hypotheses
+    n_best = one_n_best(n_best, num_hypotheses)
     check_sampling(sampling_topk, sampling_temperature, t.verifier.vocab_size, sampling_topp)
     sampling = sampling_topk != 1
     rules = check_rules(repetition_penalty, no_repeat_ngram_size, min_decoding_length,
@@ -92,7 +88,7 @@ def check_call(t, algo=None, beam_size=1, batch_size=32, n_best=1, return_scores
                 or max_decoding_length < 1:
             raise ValueError(f"max_decoding_length must be an int >= 1 (output tokens, the target prefix "
                              f"included, EOS not counted), got {max_decoding_length!r}")
-    check_length_factor(max_length_factor, max_decoding_length)
+    check_length_factor(max_length_factor)
     if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) \
             or not math.isfinite(length_penalty):
         raise ValueError(f"length_penalty must be a finite number, got {length_penalty!r}")
@@ -122,7 +118,17 @@ def relative_factor(factor, max_decoding_length) -> float | None:
     return DEFAULT_MAX_LENGTH_FACTOR if max_decoding_length is None else None
 
 
-def check_length_factor(factor, max_decoding_length) -> None:
+def one_n_best(n_best, num_hypotheses):
+    """The n-best size of a call given as n_best or by its CTranslate2 name num_hypotheses."""
+    if num_hypotheses is None:
+        return n_best
+    if n_best != 1 and n_best != num_hypotheses:
+        raise ValueError(f"n_best={n_best} and num_hypotheses={num_hypotheses}: two names for the same "
+                         f"option, give one")
+    return num_hypotheses
+
+
+def check_length_factor(factor) -> None:
     """max_length_factor is None (the default) or a finite number > 0."""
     if factor is None:
         return

@@ -57,7 +57,6 @@ class LogitRules:
             x[seen] = np.where(v < 0, v * np.float32(self.repetition_penalty), v / np.float32(self.repetition_penalty))
         n = self.no_repeat_ngram_size
         if n and len(seq) >= n:
-            seq = list(seq)
             tail = seq[len(seq) - n + 1:]  # the n - 1 last tokens: an n-gram's first part
             banned = {seq[i + n - 1] for i in range(len(seq) - n + 1) if seq[i:i + n - 1] == tail}
             x[list(banned)] = -np.inf

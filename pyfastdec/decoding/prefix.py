@@ -117,7 +117,3 @@ class PrefixedBackend:
         # The drafter drafts after the whole output so far: the target prefix, then the
         # tokens the strategy accepted after it.
         return self.backend.draft(memory.inner, [target_prefix(s) + list(p) for s, p in zip(memory.sources, prefix)], k)
-
-
-def has_prefix(src_ids: Sequence) -> bool:
-    return any(target_prefix(s) for s in src_ids)
