@@ -57,7 +57,6 @@ from .data import corpus_path, load_pairs, read_parallel
 from .drafter_training import block_loss
 from .prune_groups import KINDS, group_lasso_prox, group_sets, slice_model
 from .recipes import get_recipe
-from .rehash import rehash
 from .train import log, rng_state, save_checkpoint, score, set_rng_state, tokenize_pairs
 from .vocab import load_vocab
 from .writer import read_model_dir, write_model_dir
@@ -357,11 +356,11 @@ def main(argv=None) -> None:
                    "sentences": len(calib), "batch_size": 16}
     if out.exists():
         shutil.rmtree(out)
-    write_model_dir(sliced, spm_file, out, act_scales=scales, int8=True, calibration=calibration)
     shortlist = args.model_dir / "shortlist.bin"
-    if shortlist.exists():
+    if shortlist.exists():  # in place before the writer's checksum, which lists it (a foreign one is refused)
+        out.mkdir(parents=True)
         shutil.copyfile(shortlist, out / "shortlist.bin")
-        rehash(out)  # the checksum lists the shortlist too (a foreign one is refused at load)
+    write_model_dir(sliced, spm_file, out, act_scales=scales, int8=True, calibration=calibration)
     report.update(source=str(args.model_dir), metric="block acc" if sliced.cfg.arch == "nat-drafter" else "BLEU",
                   keep=keep, targets=targets, forced=extra["forced"],
                   removed=extra["removed"], layers=layer_table(cfg_before, sliced.cfg),

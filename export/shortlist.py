@@ -34,8 +34,7 @@ import numpy as np
 from pyfastdec.model_dir.shortlist import KNOWN_VERSIONS, VERSION, Shortlist
 # The builder moved into the package (fastdec convert marian --shortlist runs it from a
 # wheel); these names stay importable from here for the training side and the tests.
-from pyfastdec.convert.ibm1_shortlist import (DEFAULT_ALWAYS, DEFAULT_FIRST_FILL_ID, Ibm1Table,  # noqa: F401
-                                              build_shortlist, read_parallel, train_ibm1)
+from pyfastdec.convert.ibm1_shortlist import build_shortlist, read_parallel, train_ibm1  # noqa: F401 (tests)
 
 def _special_ids(sp) -> tuple[tuple[int, ...], int]:
     """(always-included ids, first id usable as padding) from the sentencepiece model."""

@@ -46,14 +46,16 @@ def model_summary(path: str | ModelDir) -> list[str]:
 def strategy_line(role: str, model: Optional[str], drafter: Optional[str], loaded: Optional[ModelDir] = None) -> str:
     """What `fastdec translate` (or correct) runs with no --algo on these directories;
     loaded: the model directory already read (not read again)."""
-    compute_type = "int8" if model is None else _compute_type(model)
+    compute_type = "int8" if model is None else _compute_type(model, loaded)
     model_dir, drafter_dir = load_checked(model if loaded is None else loaded, drafter, role, compute_type)
     choice = default_strategy(model_dir, drafter_dir, role, ALGOS)
     command = f"{PROG} {role}" + (f" -m {model}" if model else "") + (f" --drafter {drafter}" if drafter else "")
     return f"strategy of `{command}`: {choice.algo} ({choice.reason})"
 
 
-def _compute_type(model: str) -> str:
+def _compute_type(model: str, loaded: Optional[ModelDir]) -> str:
     """The compute type a directory runs without --compute-type, without the int8 warning."""
-    # config.json alone: the whole directory (weights hashed) is loaded once, by load_checked
-    return "int8" if read_config(Path(model) / CONFIG_FILE).quantization is not None else "float32"
+    # The loaded directory's config, else config.json alone: the whole directory (weights
+    # hashed) is loaded once, by load_checked
+    config = loaded.config if loaded is not None else read_config(Path(model) / CONFIG_FILE)
+    return "int8" if config.quantization is not None else "float32"

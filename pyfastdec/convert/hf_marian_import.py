@@ -362,7 +362,7 @@ def convert_marian(hf_dir: str | os.PathLike, out_dir: str | os.PathLike, quanti
         model_dir = write_float_dir(float_dir, config, tensors, hf_dir)
         if quantize == "int8":
             quantize_dir(model_dir, final, None if calibrate is None else Path(calibrate))
-        if shortlist is not None:
+        if shortlist is not None:  # the writers above loaded what they wrote; config.json changes here
             write_shortlist(model_dir, Path(shortlist[0]), Path(shortlist[1]), final)
-        ModelDir.load(final)  # what is renamed into place loads
+            ModelDir.load(final)  # what is renamed into place loads
     return out

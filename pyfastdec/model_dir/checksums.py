@@ -18,7 +18,6 @@ from pyfastdec.model_dir.layout import SHORTLIST_FILE, TOKENIZER_FILES, WEIGHTS_
 # config.json "checksum" (optional): sha256 of each file's bytes, and of config.json's own
 # canonical content (CHECKSUM_CONFIG) without the checksum field; see config_digest.
 CHECKSUM_CONFIG = "config"
-CHECKSUM_KEYS = (CHECKSUM_CONFIG, "model.safetensors", "spm.model")  # tokenizer "spm"
 
 
 def checksum_keys(tokenizer: str) -> tuple[str, ...]:

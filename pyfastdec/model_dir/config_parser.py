@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from pyfastdec.model_dir.checksums import (CHECKSUM_CONFIG, CHECKSUM_KEYS, DIGEST, checksum_keys, checksum_mismatch,
+from pyfastdec.model_dir.checksums import (CHECKSUM_CONFIG, DIGEST, checksum_keys, checksum_mismatch,
                                            config_digest)
 from pyfastdec.model_dir.config_schema import (ACTIVATIONS, ARCHS, CONFIG_FIELDS, DECODER_SELF_KINDS,
                                                DECODING_FIELDS, DEFAULT_LAYER_NORM_EPS, FORMAT_NAME, FORMAT_VERSION,
@@ -217,7 +217,7 @@ def _parse_heads(r: _ConfigReader, value: Any, arch: str) -> Optional[ProposalHe
     return ProposalHeads(r.integer(value, "count", "heads."), r.integer(value, "hidden", "heads."))
 
 
-def _parse_checksum(r: _ConfigReader, value: Any, keys: tuple[str, ...] = CHECKSUM_KEYS) -> dict[str, str]:
+def _parse_checksum(r: _ConfigReader, value: Any, keys: tuple[str, ...]) -> dict[str, str]:
     expected = "an object with " + ", ".join(f'"{k}": "sha256:<64 hex digits>"' for k in keys)
     if not isinstance(value, dict):
         raise r.fail("checksum", f"{_show(value)} (expected {expected})")

@@ -86,7 +86,7 @@ class ModelConfig:
     max_source_len: int
     block_size: Optional[int]
     quantization: Optional[Quantization]
-    checksum: Optional[dict[str, str]] = None  # CHECKSUM_KEYS -> "sha256:<hex>"
+    checksum: Optional[dict[str, str]] = None  # checksum_keys(tokenizer) -> "sha256:<hex>"
     heads: Optional[ProposalHeads] = None  # blockwise proposal heads; None: the model has none
     layer_norm_eps: float = DEFAULT_LAYER_NORM_EPS
     positions: str = "interleaved"

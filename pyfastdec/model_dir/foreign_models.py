@@ -14,7 +14,6 @@ from typing import Optional
 
 CT2_VOCABULARIES = ("shared_vocabulary.json", "shared_vocabulary.txt", "source_vocabulary.json",
                     "source_vocabulary.txt")
-HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "tf_model.h5")
 
 
 def _config(path: Path) -> Optional[dict]:
