@@ -45,10 +45,9 @@ How (CopyThrough.text):
 So a sentence the model copies whole comes back character for character, and for a
 source that sentencepiece round-trips unchanged the result equals Tokenizer.decode of the
 same ids (tests/test_copy_through.py checks both). The latter is why source_of hands
-such sentences (2,581 of the 2,696 UA-GEC test sentences) to plain decoding: the spans
-cost ~100-150 us a sentence (sentencepiece's proto output, read in Python), the check
-one decode. Measured on the UA-GEC test outputs: ~20 us a sentence more than plain
-decoding, against ~3 ms a sentence of decoding with the Corrector on one thread.
+such sentences (most of the UA-GEC test set) to plain decoding: the spans cost far more
+than the check, one decode (sentencepiece's proto output is read in Python). The
+measured costs are in bench/README.md, "Small costs outside the decoder".
 
 Source pieces of a sentence that had to be cut into chunks are sliced per chunk
 (SourcePieces.slice); the chunks' outputs are joined with single spaces as before.

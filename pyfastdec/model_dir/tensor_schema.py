@@ -168,7 +168,8 @@ def check_tensors(header: safetensors_io.Header, config: ModelConfig) -> None:
 
 def check_values(tensors: dict[str, np.ndarray], where: Any) -> None:
     """Every float32 tensor finite and within +-MAX_ABS_WEIGHT; every int8 row scale in
-    (0, MAX_WEIGHT_SCALE]. About 1 ms for a 15 MB model: worth it at every load."""
+    (0, MAX_WEIGHT_SCALE]. Cheap against loading (bench/README.md, "Small costs outside
+    the decoder"), so it runs at every load."""
     for name, array in tensors.items():
         if array.dtype != F32 or array.size == 0:
             continue
