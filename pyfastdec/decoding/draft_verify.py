@@ -23,7 +23,7 @@ import numpy as np
 
 from pyfastdec.backends.base import Backend, StepOut, Want
 
-from .limits import row_limits
+from .limits import append_winners, row_limits
 from .result import DecodeStats
 
 
@@ -247,18 +247,7 @@ def _plain_steps(verifier, state, steps, live, pending, held, outs, limits, eos,
         with stats.timing("verifier"):
             out = verifier.step(state, pending.reshape(-1, 1), want)
         nxt = (out.argmax if out.argmax is not None else out.topk_ids[:, :, 0])[:, 0]
-        stats.iterations += 1
-        stats.row_steps += len(live)
-        stats.generated += len(live)
-        keep = []
-        for r, (i, token) in enumerate(zip(live.tolist(), nxt.tolist())):
-            if token == eos:
-                continue
-            outs[i].append(token)
-            if len(outs[i]) >= limits[i]:
-                stats.hit_max_len.append(i)
-            else:
-                keep.append(r)
+        keep = append_winners(outs, live.tolist(), nxt.tolist(), eos, limits, stats)
         held = held + 1
         pending = nxt
         if len(keep) < len(live):

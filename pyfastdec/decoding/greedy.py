@@ -11,7 +11,7 @@ import numpy as np
 
 from pyfastdec.backends.base import Backend, StepOut, Want
 
-from .limits import row_limits
+from .limits import append_winners, row_limits
 from .result import DecodeStats
 from .source_ngrams import SourceNgrams
 
@@ -65,18 +65,7 @@ def token_by_token(backend: Backend, src_ids: list[list[int]], max_len: int | Se
             with stats.timing("verifier"):
                 out = backend.step(state, tokens, asked)
             nxt = np.asarray(pick(out, live), dtype=np.int64)
-            stats.iterations += 1
-            stats.row_steps += live.size
-            stats.generated += live.size
-            keep = []
-            for r, (i, token) in enumerate(zip(live.tolist(), nxt.tolist())):
-                if token == eos:
-                    continue
-                outs[i].append(token)
-                if len(outs[i]) >= limits[i]:
-                    stats.hit_max_len.append(i)
-                else:
-                    keep.append(r)
+            keep = append_winners(outs, live.tolist(), nxt.tolist(), eos, limits, stats)
             if len(keep) < live.size:
                 live = live[keep]
                 if live.size:

@@ -55,3 +55,23 @@ def row_limits(src_ids: Sequence[Sequence[int]], max_len: int | Sequence[int] | 
             raise ValueError(f"max_len must be >= 1 (output tokens, EOS not counted), got {max_len}")
         return [int(max_len)] * len(src_ids)
     return [default_max_len(len(s)) for s in src_ids]
+
+
+def append_winners(outs: list[list[int]], live: Sequence[int], winners: Sequence[int], eos: int,
+                   limits: Sequence[int], stats) -> list[int]:
+    """One plain step's bookkeeping, shared by greedy and the drafting loops' plain steps:
+    row r (input live[r]) takes winners[r] unless it is EOS; a row that reaches its limit
+    is recorded in stats.hit_max_len. Returns the rows that go on."""
+    stats.iterations += 1
+    stats.row_steps += len(live)
+    stats.generated += len(live)
+    keep = []
+    for r, (i, token) in enumerate(zip(live, winners)):
+        if token == eos:
+            continue
+        outs[i].append(token)
+        if len(outs[i]) >= limits[i]:
+            stats.hit_max_len.append(i)
+        else:
+            keep.append(r)
+    return keep
