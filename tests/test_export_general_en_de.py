@@ -9,14 +9,20 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import subprocess
+import sys
 import tarfile
+from pathlib import Path
 
 import pytest
 
 from export import general_en_de as g
 from export.data import DataError, load_pairs
-from export.general_sources import MULTI30K, TEST_SETS, TRAIN_SOURCES, VAL_SOURCE, Files
+from export.general_sources import MULTI30K, TEST_SETS, TRAIN_SOURCES, VAL_SOURCE, WRITTEN_TEST_SETS, Files
+from export.recipes import get_recipe
+
+REPO = Path(__file__).resolve().parents[1]
 
 BY_NAME = {s.name: s for s in (*TRAIN_SOURCES, VAL_SOURCE, *TEST_SETS)}
 
@@ -227,3 +233,31 @@ def test_general_dir_follows_the_environment(tmp_path, monkeypatch):
     monkeypatch.delenv("FASTDEC_GENERAL_EN_DE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     assert g.general_dir() == tmp_path / "cache" / "pyfastdec" / "general-en-de"
+
+
+def test_general_recipes_read_the_built_set_named_by_the_environment(tmp_path):
+    # recipes are read at import, as for uk-gec: the variable must be set before Python starts
+    code = ("from export.recipes import get_recipe; "
+            "print(get_recipe('teacher-en-de-general')['corpus']); print(get_recipe('student-en-de-general')['corpus'])")
+    env = dict(os.environ, FASTDEC_GENERAL_EN_DE=str(tmp_path / "set"), PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == [str(tmp_path / "set")] * 2
+
+
+def test_general_teacher_comes_back_from_a_device_call():
+    """A device call returns 64 MiB in files of 16 MiB: the script splits the float32
+    averaged checkpoint into 15 MiB parts, and 6 files are left for them."""
+    from export.train import build_model
+
+    recipe = get_recipe("teacher-en-de-general")
+    params = sum(p.numel() for p in build_model(recipe, recipe["vocab_size"]).parameters())
+    assert params * 4 <= 3 * 15 * 2**20
+    assert set(recipe["test_sets"]) <= set(WRITTEN_TEST_SETS)
+
+
+def test_device_script_names_missing_data(tmp_path):
+    env = dict(os.environ, OUT=str(tmp_path), DATA=str(tmp_path / "none"))
+    done = subprocess.run(["bash", str(REPO / "tools" / "device" / "train_general_en_de.sh")], env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert f"{tmp_path / 'none'}/train.en.gz missing" in done.stdout
