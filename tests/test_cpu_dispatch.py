@@ -74,7 +74,7 @@ def test_fastdec_isa_never_goes_above_the_cpu():
     if not above:
         pytest.skip("this CPU has every ISA pyfastdec knows")
     out = json.loads(run_probe(above[0]).stdout)
-    assert out["info"]["isa"] == min(detected, "vnni", key=order.index)
+    assert out["info"]["isa"] == detected
     assert any("above what this CPU supports" in w for w in out["warnings"])
 
 

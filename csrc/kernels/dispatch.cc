@@ -13,8 +13,8 @@ const KernelTable& table_of(Isa isa) {
     case Isa::kScalar: return kernels_scalar();
     case Isa::kAvx2: return kernels_avx2();
     case Isa::kAvx512: return kernels_avx512();
-    case Isa::kVnni:
-    case Isa::kAmx: return kernels_vnni();  // no AMX kernels yet (see cpu_features.h)
+    case Isa::kVnni: return kernels_vnni();
+    case Isa::kAmx: return kernels_amx();
   }
   return kernels_scalar();
 }
@@ -53,6 +53,21 @@ const KernelTable& kernels_for(Isa isa) {
                                 "' is not supported by this CPU (highest: " +
                                 isa_name(detected_isa()) + ")");
   return table_of(std::min(isa, best_implemented_isa()));
+}
+
+const KernelTable& kernels_named(const std::string& name) {
+  if (name == "amx-emulated") return kernels_amx_emulated();
+  if (name == "amx-tiles") {
+    kernels_for(Isa::kAmx);  // throws on a CPU without AMX
+    return kernels_amx_tiles();
+  }
+  return kernels_for(parse_isa(name));
+}
+
+const char* table_label(const KernelTable& kt) {
+  // The AMX tables' names are their labels. By name, not by comparing addresses with
+  // kernels_amx_tiles(): building that table runs code compiled for AVX-512.
+  return kt.isa == Isa::kAmx ? kt.name : isa_name(kt.isa);
 }
 
 }  // namespace fastdec

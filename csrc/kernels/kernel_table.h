@@ -117,5 +117,13 @@ const KernelTable& kernels_scalar();
 const KernelTable& kernels_avx2();
 const KernelTable& kernels_avx512();
 const KernelTable& kernels_vnni();
+// AMX (isa_amx.cc): int8 GEMMs on tiles from amx_min_rows() rows per call, VNNI's
+// kernel below; everything else VNNI's. Packs its own layout (amx_gemm.h).
+const KernelTable& kernels_amx();
+int amx_min_rows();
+// The AMX table with tiles at every row count, to measure where tiles pay (bench).
+const KernelTable& kernels_amx_tiles();
+// The AMX GEMM on emulated tiles (isa_amx_emulated.cc): runs on any CPU, for tests.
+const KernelTable& kernels_amx_emulated();
 
 }  // namespace fastdec
