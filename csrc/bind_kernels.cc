@@ -45,11 +45,17 @@ py::dict cpu_info() {
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kVnni, Isa::kAmx})
     if (isa <= c.detected) available.append(isa_name(isa));
   py::dict kernels;
-  // The AMX table is VNNI's but for the int8 GEMM, which keeps VNNI below a row count.
-  const char* rest = kt.isa == Isa::kAmx ? kernels_vnni().name : kt.name;
-  kernels["int8_gemm"] = kt.isa == Isa::kAmx
-      ? std::string(kt.name) + " (tiles from " + std::to_string(amx_min_rows()) + " rows; " + rest + " below)"
-      : std::string(kt.name);
+  // The AMX table is VNNI's but for the int8 GEMM, which keeps VNNI below a row count;
+  // the emulated one is the scalar table's but for the int8 GEMM (tiles at every count).
+  std::string int8 = kt.name, rest = kt.name;
+  if (c.amx_emulated) {
+    int8 += " (tiles at every row count)";
+    rest = kernels_scalar().name;
+  } else if (kt.isa == Isa::kAmx) {
+    rest = kernels_vnni().name;
+    int8 += " (tiles from " + std::to_string(amx_min_rows()) + " rows; " + rest + " below)";
+  }
+  kernels["int8_gemm"] = int8;
   kernels["fp32_gemm"] = rest;
   kernels["argmax"] = rest;
   kernels["row_stats"] = rest;
@@ -59,8 +65,8 @@ py::dict cpu_info() {
   info["detected"] = isa_name(c.detected);
   info["available"] = available;
   info["forced"] = c.forced;
-  info["requested"] = isa_name(c.requested);
-  info["isa"] = isa_name(c.chosen);
+  info["requested"] = c.amx_emulated ? kt.name : isa_name(c.requested);
+  info["isa"] = c.amx_emulated ? kt.name : isa_name(c.chosen);
   info["kernels"] = kernels;
   return info;
 }

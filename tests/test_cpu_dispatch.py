@@ -78,6 +78,16 @@ def test_fastdec_isa_never_goes_above_the_cpu():
     assert any("above what this CPU supports" in w for w in out["warnings"])
 
 
+def test_fastdec_isa_amx_emulated_runs_on_any_cpu():
+    """The AMX table on emulated tiles (tests only): chosen on any CPU, without the
+    above-the-CPU warning, and the int8 product is every other path's."""
+    out = json.loads(run_probe("amx-emulated").stdout)
+    assert out["info"]["isa"] == out["info"]["requested"] == "amx-emulated" and out["info"]["forced"]
+    assert out["info"]["kernels"]["int8_gemm"] == "amx-emulated (tiles at every row count)"
+    assert not out["warnings"]
+    assert out["gemm"] == json.loads(run_probe("scalar").stdout)["gemm"]
+
+
 def test_unknown_fastdec_isa_is_a_clear_error():
     proc = run_probe("avx9000")
     assert proc.returncode != 0

@@ -24,6 +24,11 @@ IsaChoice choose() {
   c.detected = detected_isa();
   c.requested = c.detected;
   if (const char* env = std::getenv("FASTDEC_ISA"); env && *env) {
+    if (std::string(env) == "amx-emulated") {
+      c.forced = c.amx_emulated = true;
+      c.requested = c.chosen = Isa::kAmx;
+      return c;
+    }
     try {
       c.requested = parse_isa(env);
     } catch (const std::invalid_argument& e) {
@@ -43,7 +48,8 @@ const IsaChoice& isa_choice() {
 }
 
 const KernelTable& active_kernels() {
-  static const KernelTable& table = table_of(isa_choice().chosen);
+  static const KernelTable& table =
+      isa_choice().amx_emulated ? kernels_amx_emulated() : table_of(isa_choice().chosen);
   return table;
 }
 

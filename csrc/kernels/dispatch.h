@@ -12,6 +12,9 @@ struct IsaChoice {
   bool forced = false;      // FASTDEC_ISA was set
   Isa requested;            // FASTDEC_ISA, or `detected`
   Isa chosen;               // min(requested, detected, highest with kernels)
+  // FASTDEC_ISA=amx-emulated: the AMX table on emulated tiles (kernels_amx_emulated),
+  // on any CPU; requested and chosen read kAmx. For tests of whole models: slow.
+  bool amx_emulated = false;
 };
 
 // Throws std::invalid_argument if FASTDEC_ISA names no known ISA.
