@@ -35,10 +35,10 @@ import pyfastdec
 from pyfastdec import Corrector, Translator
 models, en, uk = Path(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
 out = {"isa": pyfastdec.cpu_info()["isa"]}
-t = Translator(threads=1)
+t = Translator(models / "en-de", drafter=models / "en-de-drafter", threads=1)
 for algo in ("greedy", None, "gad"):
     out[f"en-de {algo or t.strategy.algo}"] = t.translate(en, algo=algo)
-c = Corrector(threads=1)
+c = Corrector(models / "uk-gec", threads=1)
 for algo in ("greedy", "iad"):
     out[f"uk-gec {algo}"] = c.translate(uk, algo=algo)
 if (models / "en-de-big").is_dir() and (models / "en-de-little").is_dir():
