@@ -40,7 +40,33 @@ IsaChoice choose() {
   return c;
 }
 
+// VNNI's table with isa_amx.cc's int8 pieces, assembled here, in a baseline unit: copying
+// the tables is code, and code in isa_amx.cc may use AVX-512 (it runs on AMX CPUs only).
+KernelTable amx_table(const char* name, bool tiles_only) {
+  const AmxInt8Kernels& amx = amx_int8_kernels();
+  KernelTable t = kernels_vnni();
+  t.isa = Isa::kAmx;
+  t.name = name;
+  t.i8_cols_per_block = amx.cols_per_block;
+  t.i8_packed_bytes = amx.packed_bytes;
+  t.i8_pack = amx.pack;
+  t.i8_gemm = tiles_only ? amx.gemm_tiles : amx.gemm;
+  return t;
+}
+
 }  // namespace
+
+const KernelTable& kernels_amx() {
+  static const KernelTable table = amx_table("amx", false);
+  return table;
+}
+
+const KernelTable& kernels_amx_tiles() {
+  static const KernelTable table = amx_table("amx-tiles", true);
+  return table;
+}
+
+int amx_min_rows() { return amx_int8_kernels().min_rows; }
 
 const IsaChoice& isa_choice() {
   static const IsaChoice choice = choose();

@@ -28,29 +28,14 @@ void gemm(const I8GemmArgs& g, int m_begin, int m_end, int block_begin, int bloc
     amx_gemm<TileOpsHw>(g, m_begin, m_end, block_begin, block_end);
 }
 
-KernelTable amx_table(const char* name, decltype(KernelTable::i8_gemm) gemm_fn) {
-  KernelTable t = kernels_vnni();
-  t.isa = Isa::kAmx;
-  t.name = name;
-  t.i8_cols_per_block = kAmxCols;
-  t.i8_packed_bytes = amx_packed_bytes;
-  t.i8_pack = amx_pack;
-  t.i8_gemm = gemm_fn;
-  return t;
-}
-
 }  // namespace
 
-int amx_min_rows() { return kAmxMinRows; }
-
-const KernelTable& kernels_amx() {
-  static const KernelTable table = amx_table("amx", gemm);
-  return table;
-}
-
-const KernelTable& kernels_amx_tiles() {
-  static const KernelTable table = amx_table("amx-tiles", amx_gemm<TileOpsHw>);
-  return table;
+// Constant-initialised (function addresses only), so no code of this AVX-512 unit runs
+// until a CPU with AMX calls into it; dispatch.cc assembles the tables (kernels_amx).
+const AmxInt8Kernels& amx_int8_kernels() {
+  static const AmxInt8Kernels kernels = {kAmxCols, amx_packed_bytes, amx_pack, gemm, amx_gemm<TileOpsHw>,
+                                         kAmxMinRows};
+  return kernels;
 }
 
 }  // namespace fastdec
