@@ -1,6 +1,7 @@
 """Runtime ISA detection and FASTDEC_ISA, checked in fresh processes."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -86,6 +87,24 @@ def test_fastdec_isa_amx_emulated_runs_on_any_cpu():
     assert out["info"]["kernels"]["int8_gemm"] == "amx-emulated (tiles at every row count)"
     assert not out["warnings"]
     assert out["gemm"] == json.loads(run_probe("scalar").stdout)["gemm"]
+
+
+@pytest.mark.parametrize("isa", ["amx-emulated", "amx"])
+def test_fastdec_info_names_the_amx_kernels(isa):
+    """`fastdec info` says which int8 kernel runs: the AMX table's GEMM keeps VNNI's kernel
+    below its row threshold, the emulated one runs tiles at every row count."""
+    if isa == "amx" and pyfastdec.cpu_info()["detected"] != "amx":
+        pytest.skip(f"this CPU has no AMX-INT8 usable by this process (detected: {pyfastdec.cpu_info()['detected']})")
+    env = child_env(FASTDEC_ISA=isa)
+    proc = subprocess.run([sys.executable, "-m", "pyfastdec.cli", "info"], env=env, capture_output=True, text=True,
+                          cwd=NEUTRAL_CWD, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert f"chosen {isa} (forced by FASTDEC_ISA={isa})" in proc.stdout
+    if isa == "amx":
+        assert re.search(r"kernels: int8_gemm amx \(tiles from \d+ rows; avx512-vnni below\), fp32_gemm avx512-vnni",
+                         proc.stdout), proc.stdout
+    else:
+        assert "kernels: int8_gemm amx-emulated (tiles at every row count), fp32_gemm scalar" in proc.stdout
 
 
 def test_unknown_fastdec_isa_is_a_clear_error():
