@@ -2,6 +2,7 @@
 tokenisation into the id lists every backend takes (sentencepiece ids + EOS)."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,11 @@ def multi30k_val() -> list[tuple[str, str]]:
 def uagec_dir() -> Path:
     """The UA-GEC gec-only corpus, extracted from the ua-gec package on first use
     ($FASTDEC_UAGEC, else a per-user cache: export/uagec.py)."""
+    env = os.environ.get("FASTDEC_UAGEC")
+    if env and (Path(env) / "stats.json").is_file():
+        # Extracted already (stats.json is written last): export.uagec, which needs
+        # sacrebleu, is not imported, so a machine without it (the device) reads the pairs.
+        return Path(env)
     from export.data import DataError
     from export.uagec import ensure_corpus
 

@@ -106,12 +106,15 @@ def main(argv=None):
     import pyfastdec
     from bench.data import multi30k_test
     from bench.data import uagec_test
-    sources = {"multi30k": multi30k_test(64).sources, "ua-gec": uagec_test(64).sources}
     ns = list(range(1, args.max_n + 1))
     keep = None if not args.models else set(args.models.split(","))
     configs = CONFIGS + ([("uk-gec attn", "models/uk-gec", args.uk_gec_shortlist.resolve())]
                          if args.uk_gec_shortlist else [])
     configs = [c for c in configs if keep is None or c[0] in keep]
+    # UA-GEC only when a uk-gec row is kept: --models en-de-attn runs without the corpus.
+    sources = {"multi30k": multi30k_test(64).sources}
+    if any(label.startswith("uk-gec") for label, _, _ in configs):
+        sources["ua-gec"] = uagec_test(64).sources
     report = {"cpu": pyfastdec.cpu_info()["brand"], "isa": pyfastdec.cpu_info()["isa"], "past": PAST, "rows": []}
     print(f"CPU: {report['cpu']}, kernels: {report['isa']}, 1 thread; t(n) / t(1), medians of interleaved rounds")
     for rows in (int(b) for b in args.batches.split(",")):

@@ -20,7 +20,7 @@ namespace fastdec {
 namespace {
 
 const KernelTable& table(const std::optional<std::string>& isa) {
-  return isa ? kernels_for(parse_isa(*isa)) : active_kernels();
+  return isa ? kernels_named(*isa) : active_kernels();
 }
 
 py::dict cpu_info() {
@@ -45,18 +45,28 @@ py::dict cpu_info() {
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kVnni, Isa::kAmx})
     if (isa <= c.detected) available.append(isa_name(isa));
   py::dict kernels;
-  kernels["int8_gemm"] = kt.name;
-  kernels["fp32_gemm"] = kt.name;
-  kernels["argmax"] = kt.name;
-  kernels["row_stats"] = kt.name;
+  // The AMX table is VNNI's but for the int8 GEMM, which keeps VNNI below a row count;
+  // the emulated one is the scalar table's but for the int8 GEMM (tiles at every count).
+  std::string int8 = kt.name, rest = kt.name;
+  if (c.amx_emulated) {
+    int8 += " (tiles at every row count)";
+    rest = kernels_scalar().name;
+  } else if (kt.isa == Isa::kAmx) {
+    rest = kernels_vnni().name;
+    int8 += " (tiles from " + std::to_string(amx_min_rows()) + " rows; " + rest + " below)";
+  }
+  kernels["int8_gemm"] = int8;
+  kernels["fp32_gemm"] = rest;
+  kernels["argmax"] = rest;
+  kernels["row_stats"] = rest;
   py::dict info;
   info["brand"] = f.brand;
   info["features"] = features;
   info["detected"] = isa_name(c.detected);
   info["available"] = available;
   info["forced"] = c.forced;
-  info["requested"] = isa_name(c.requested);
-  info["isa"] = isa_name(c.chosen);
+  info["requested"] = c.amx_emulated ? kt.name : isa_name(c.requested);
+  info["isa"] = c.amx_emulated ? kt.name : isa_name(c.chosen);
   info["kernels"] = kernels;
   return info;
 }
@@ -388,7 +398,7 @@ void bind_kernels(py::module_& m) {
       .def(py::init(&make_i8), py::arg("weights"), py::arg("scales"), py::kw_only(),
            py::arg("columns") = false, py::arg("isa") = py::none())
       .def_property_readonly("shape", [](const I8Matrix& w) { return py::make_tuple(w.rows(), w.cols()); })
-      .def_property_readonly("isa", [](const I8Matrix& w) { return isa_name(w.kernels().isa); })
+      .def_property_readonly("isa", [](const I8Matrix& w) { return table_label(w.kernels()); })
       .def_property_readonly("has_columns", &I8Matrix::has_rows)
       .def(
           "gathered",
@@ -410,7 +420,7 @@ void bind_kernels(py::module_& m) {
   py::class_<F32Matrix>(m, "Float32Matrix", "fp32 weights [N, K] packed for an ISA.")
       .def(py::init(&make_f32), py::arg("weights"), py::kw_only(), py::arg("isa") = py::none())
       .def_property_readonly("shape", [](const F32Matrix& w) { return py::make_tuple(w.rows(), w.cols()); })
-      .def_property_readonly("isa", [](const F32Matrix& w) { return isa_name(w.kernels().isa); });
+      .def_property_readonly("isa", [](const F32Matrix& w) { return table_label(w.kernels()); });
 
   m.def("gemm_i8", &gemm_i8_py, "C = a @ W.T (+bias, relu), int8 weights, activations quantised per call.",
         py::arg("a"), py::arg("w"), py::kw_only(), py::arg("bias") = py::none(), py::arg("relu") = false,

@@ -10,6 +10,9 @@ call cost to measure); its docstring gives the arguments.
 Matrices (weights [N, K], packed at construction for the running ISA, or for `isa=`):
   Int8Matrix(weights_int8, scales_f32, *, columns=False, isa=None)
   Float32Matrix(weights_f32, *, isa=None)
+  isa= takes "scalar", "avx2", "avx512", "vnni", "amx" (refused above the CPU), and two
+  tables for tests and measurements: "amx-emulated" (the AMX GEMM on emulated tiles, any
+  CPU) and "amx-tiles" (AMX tiles at every row count, no VNNI below amx_min_rows).
 Products, C[M, N] = a[M, K] @ W.T (+ bias, relu), into `out` when given:
   gemm_i8(a, W, *, bias, relu, act_scale, out, pool)   activations quantised per call
   gemm_i8_columns(a, W, cols, offsets, *, bias, act_scale, pool)

@@ -12,13 +12,22 @@ import numpy as np
 
 from pyfastdec import _engine
 
-KERNEL_ISAS = ["scalar", "avx2", "avx512", "vnni"]
+KERNEL_ISAS = ["scalar", "avx2", "avx512", "vnni", "amx"]
+# The AMX table's int8 GEMM on emulated tiles (csrc/kernels/isa_amx_emulated.cc): any CPU
+# runs it, so the tile kernel is checked everywhere, not only where AMX exists. Only the
+# kernels' isa= takes it (no FASTDEC_ISA value picks it).
+AMX_EMULATED = "amx-emulated"
 
 
 def available_isas() -> list[str]:
-    """Kernel families this CPU can run (AMX has no kernels of its own yet)."""
+    """Kernel families this CPU can run."""
     have = set(_engine.cpu_info()["available"])
     return [isa for isa in KERNEL_ISAS if isa in have]
+
+
+def int8_isas() -> list[str]:
+    """Every int8 GEMM path this CPU can run, the emulated AMX one included."""
+    return available_isas() + [AMX_EMULATED]
 
 
 def activation_scales(a: np.ndarray, act_scale: float | None) -> np.ndarray:

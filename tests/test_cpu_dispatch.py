@@ -1,6 +1,7 @@
 """Runtime ISA detection and FASTDEC_ISA, checked in fresh processes."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -74,8 +75,36 @@ def test_fastdec_isa_never_goes_above_the_cpu():
     if not above:
         pytest.skip("this CPU has every ISA pyfastdec knows")
     out = json.loads(run_probe(above[0]).stdout)
-    assert out["info"]["isa"] == min(detected, "vnni", key=order.index)
+    assert out["info"]["isa"] == detected
     assert any("above what this CPU supports" in w for w in out["warnings"])
+
+
+def test_fastdec_isa_amx_emulated_runs_on_any_cpu():
+    """The AMX table on emulated tiles (tests only): chosen on any CPU, without the
+    above-the-CPU warning, and the int8 product is every other path's."""
+    out = json.loads(run_probe("amx-emulated").stdout)
+    assert out["info"]["isa"] == out["info"]["requested"] == "amx-emulated" and out["info"]["forced"]
+    assert out["info"]["kernels"]["int8_gemm"] == "amx-emulated (tiles at every row count)"
+    assert not out["warnings"]
+    assert out["gemm"] == json.loads(run_probe("scalar").stdout)["gemm"]
+
+
+@pytest.mark.parametrize("isa", ["amx-emulated", "amx"])
+def test_fastdec_info_names_the_amx_kernels(isa):
+    """`fastdec info` says which int8 kernel runs: the AMX table's GEMM keeps VNNI's kernel
+    below its row threshold, the emulated one runs tiles at every row count."""
+    if isa == "amx" and pyfastdec.cpu_info()["detected"] != "amx":
+        pytest.skip(f"this CPU has no AMX-INT8 usable by this process (detected: {pyfastdec.cpu_info()['detected']})")
+    env = child_env(FASTDEC_ISA=isa)
+    proc = subprocess.run([sys.executable, "-m", "pyfastdec.cli", "info"], env=env, capture_output=True, text=True,
+                          cwd=NEUTRAL_CWD, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert f"chosen {isa} (forced by FASTDEC_ISA={isa})" in proc.stdout
+    if isa == "amx":
+        assert re.search(r"kernels: int8_gemm amx \(tiles from \d+ rows; avx512-vnni below\), fp32_gemm avx512-vnni",
+                         proc.stdout), proc.stdout
+    else:
+        assert "kernels: int8_gemm amx-emulated (tiles at every row count), fp32_gemm scalar" in proc.stdout
 
 
 def test_unknown_fastdec_isa_is_a_clear_error():

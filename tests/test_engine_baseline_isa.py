@@ -1,5 +1,5 @@
 """The compiled engine loads and runs its scalar path on any x86-64 CPU: only the per-ISA
-translation units (csrc/kernels/isa_{avx2,avx512,vnni}.cc, reached after cpuid dispatch)
+translation units (csrc/kernels/isa_{avx2,avx512,vnni,amx}.cc, reached after cpuid dispatch)
 may hold instructions beyond the x86-64 baseline (SSE2). Checked on the built module, so
 it also catches what flags cannot show: a compiler that defaults to x86-64-v2/v3, or an
 inline function with external linkage compiled in an AVX-512 unit and kept by the linker
@@ -18,7 +18,7 @@ import pytest
 
 from pyfastdec import _engine
 
-ISA_UNITS = {"isa_avx2.cc", "isa_avx512.cc", "isa_vnni.cc"}
+ISA_UNITS = {"isa_avx2.cc", "isa_avx512.cc", "isa_vnni.cc", "isa_amx.cc"}
 # Mnemonics (AT&T, as objdump prints them) beyond SSE2. VEX/EVEX encodings (AVX, AVX2,
 # FMA, F16C, AVX-512) all start with "v", AVX-512 mask operations with "k"; the others are
 # SSE3, SSSE3, SSE4.1/4.2, POPCNT/LZCNT, BMI1/2 and MOVBE (x86-64-v2 and -v3). tzcnt is
@@ -80,4 +80,6 @@ def test_only_the_isa_units_use_instructions_beyond_x86_64_baseline():
 
 def test_the_symbol_table_attributes_the_common_sources():
     sources = set(function_owners(ENGINE).values())
-    assert {"dispatch.cc", "cpu_features.cc", "isa_scalar.cc", "gemm_i8.cc"} <= sources, sorted(sources)
+    # isa_amx_emulated.cc (the AMX GEMM on emulated tiles) is common code: any CPU runs it.
+    assert {"dispatch.cc", "cpu_features.cc", "isa_scalar.cc", "gemm_i8.cc", "isa_amx_emulated.cc"} <= sources, \
+        sorted(sources)

@@ -99,7 +99,7 @@ Isa detected_isa() {
   return Isa::kScalar;
 }
 
-Isa best_implemented_isa() { return std::min(detected_isa(), Isa::kVnni); }
+Isa best_implemented_isa() { return detected_isa(); }
 
 const char* isa_name(Isa isa) {
   switch (isa) {

@@ -23,8 +23,8 @@ const CpuFeatures& cpu_features();
 
 // Highest family this CPU and OS can run.
 Isa detected_isa();
-// Highest family with kernels in this build (AMX int8 kernels are not built yet: no
-// machine we test on exposes AMX, so an AMX CPU runs the VNNI kernels).
+// Highest family with kernels in this build: every family has its own now (AMX's
+// int8 GEMM in isa_amx.cc), so this is detected_isa().
 Isa best_implemented_isa();
 
 const char* isa_name(Isa isa);

@@ -117,5 +117,24 @@ const KernelTable& kernels_scalar();
 const KernelTable& kernels_avx2();
 const KernelTable& kernels_avx512();
 const KernelTable& kernels_vnni();
+// AMX (dispatch.cc, from isa_amx.cc's pieces): VNNI's table with the int8 GEMM on tiles
+// from amx_min_rows() rows per call (VNNI's kernel below, on the same packed weights)
+// and its own packed layout (amx_gemm.h).
+const KernelTable& kernels_amx();
+int amx_min_rows();
+// The AMX table with tiles at every row count, to measure where tiles pay (bench).
+const KernelTable& kernels_amx_tiles();
+// What isa_amx.cc contributes to those two tables.
+struct AmxInt8Kernels {
+  int cols_per_block;
+  size_t (*packed_bytes)(int N, int K);
+  void (*pack)(const int8_t* w, int N, int K, int8_t* packed);
+  void (*gemm)(const I8GemmArgs& args, int m_begin, int m_end, int block_begin, int block_end);
+  void (*gemm_tiles)(const I8GemmArgs& args, int m_begin, int m_end, int block_begin, int block_end);
+  int min_rows;  // kAmxMinRows: gemm runs VNNI's kernel on calls of fewer rows
+};
+const AmxInt8Kernels& amx_int8_kernels();
+// The AMX GEMM on emulated tiles (isa_amx_emulated.cc): runs on any CPU, for tests.
+const KernelTable& kernels_amx_emulated();
 
 }  // namespace fastdec
