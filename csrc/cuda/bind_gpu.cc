@@ -177,6 +177,15 @@ PYBIND11_MODULE(FASTDEC_GPU_MODULE, m) {
     return std::string("reference");
 #endif
   });
+  // The device the ops would run on, or RuntimeError saying why there is none (checked
+  // before a model's weights are read).
+  m.def("device_name", []() {
+#if defined(FASTDEC_WITH_CUDA)
+    return make_cuda_ops()->name();
+#else
+    return make_reference_ops()->name();
+#endif
+  });
   py::class_<PyModel>(m, "Model")
       .def(py::init([](const py::dict& config, const py::dict& tensors) {
              Config cfg = parse_config(config);

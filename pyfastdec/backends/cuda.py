@@ -87,6 +87,10 @@ class CudaBackend(BackendBase):
         from pyfastdec.backends.native import NativeBackend, engine_config
 
         engine = gpu_engine(ops)
+        try:
+            self.device_name = engine.device_name()
+        except RuntimeError as err:  # no usable GPU: the CUDA ops say why
+            raise DeviceUnavailable(f"device: 'cuda' asked for, but {err}") from None
         self.model_dir = path if isinstance(path, ModelDir) else ModelDir.load(path)
         cfg = self.model_dir.config
         if cfg.arch != "transformer":
@@ -100,10 +104,7 @@ class CudaBackend(BackendBase):
         self.block_size = cfg.block_size
         self.proposal_heads = cfg.heads.count if cfg.heads else 0
         self.shares_encoder = cfg.encoder_shared is not None
-        try:
-            self._model = engine.Model(engine_config(cfg), float_tensors(self.model_dir))
-        except RuntimeError as err:  # no usable GPU: the CUDA ops say why
-            raise DeviceUnavailable(f"device: 'cuda' asked for, but {err}") from None
+        self._model = engine.Model(engine_config(cfg), float_tensors(self.model_dir))
         self._engine = engine
         # The shortlist as the native backend loads and checks it; candidates come from
         # the CPU engine's index (the same lists as the native backend's).
