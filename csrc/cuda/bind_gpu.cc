@@ -166,9 +166,10 @@ py::dict step(PyModel& self, State& state, const I64& tokens, bool argmax, int t
 PYBIND11_MODULE(FASTDEC_GPU_MODULE, m) {
   using namespace fastdec::gpu;
   m.doc() = "pyfastdec GPU model (csrc/cuda/gpu_model.h) over one ops implementation";
-  py::class_<Memory, std::shared_ptr<Memory>>(m, "Memory")
+  // module_local: both modules bind these C++ types, and both may be loaded at once.
+  py::class_<Memory, std::shared_ptr<Memory>>(m, "Memory", py::module_local())
       .def_property_readonly("rows", [](const Memory& x) { return x.R; });
-  py::class_<State, std::shared_ptr<State>>(m, "State")
+  py::class_<State, std::shared_ptr<State>>(m, "State", py::module_local())
       .def_property_readonly("lengths", [](const State& s) { return s.lengths; });
   m.def("ops_name", []() {
 #if defined(FASTDEC_WITH_CUDA)
@@ -186,7 +187,7 @@ PYBIND11_MODULE(FASTDEC_GPU_MODULE, m) {
     return make_reference_ops()->name();
 #endif
   });
-  py::class_<PyModel>(m, "Model")
+  py::class_<PyModel>(m, "Model", py::module_local())
       .def(py::init([](const py::dict& config, const py::dict& tensors) {
              Config cfg = parse_config(config);
              HostTensors t;
