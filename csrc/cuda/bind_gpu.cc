@@ -24,9 +24,9 @@ using I64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
 Config parse_config(const py::dict& c) {
   Config cfg;
   const std::string arch = c["arch"].cast<std::string>();
-  if (arch != "transformer")
-    throw py::value_error("config: arch '" + arch + "' is not supported on the GPU model (expected transformer; "
-                          "a nat-drafter runs on the CPU engine)");
+  if (arch != "transformer" && arch != "nat-drafter")
+    throw py::value_error("config: arch '" + arch + "' is not transformer or nat-drafter");
+  cfg.drafter = arch == "nat-drafter";
   cfg.d_model = c["d_model"].cast<int>();
   cfg.head_dim = c["head_dim"].cast<int>();
   cfg.vocab = c["vocab_size"].cast<int>();
@@ -44,6 +44,10 @@ Config parse_config(const py::dict& c) {
   cfg.pad = tokens["pad"].cast<int>();
   cfg.bos = tokens["bos"].cast<int>();
   cfg.eos = tokens["eos"].cast<int>();
+  cfg.mask = tokens.contains("mask") ? tokens["mask"].cast<int>() : -1;
+  if (c.contains("block_size") && !c["block_size"].is_none()) cfg.block_size = c["block_size"].cast<int>();
+  if (cfg.drafter && (cfg.mask < 0 || cfg.ssru))
+    throw py::value_error("config: a nat-drafter needs a mask token and an attention decoder");
   if (c.contains("activation")) {
     const std::string act = c["activation"].cast<std::string>();
     cfg.activation = act == "gelu" ? Act::kGelu : act == "swish" ? Act::kSwish : Act::kRelu;
@@ -234,6 +238,24 @@ PYBIND11_MODULE(FASTDEC_GPU_MODULE, m) {
            py::arg("ids") = py::none(), py::arg("logprobs") = false, py::arg("logits") = false,
            py::arg("proposals") = py::none(), py::arg("heads") = 0, py::arg("keep_ids") = py::none(),
            py::arg("edit_margin") = 0.f)
+      .def("draft",
+           [](PyModel& s, const std::shared_ptr<Memory>& memory, const py::list& prefixes, int k) {
+             check_owner(memory->owner, *s.model, "draft");
+             if (!s.model->config().drafter) throw py::value_error("draft: this model is not a nat-drafter");
+             if (k < 1) throw py::value_error("draft: k must be >= 1, got " + std::to_string(k));
+             std::vector<std::vector<int32_t>> p;
+             for (const auto& x : prefixes) p.push_back(ids_of(x));
+             const int64_t R = static_cast<int64_t>(p.size());
+             py::array_t<int64_t> ids({R, static_cast<int64_t>(k)});
+             py::array_t<float> logprobs({R, static_cast<int64_t>(k)});
+             int64_t* i = ids.mutable_data();
+             float* l = logprobs.mutable_data();
+             {
+               py::gil_scoped_release release;
+               s.model->draft(memory, p, k, i, l);
+             }
+             return py::make_tuple(ids, logprobs);
+           })
       .def("truncate",
            [](PyModel& s, State& state, const I64& lengths) {
              check_owner(state.owner, *s.model, "truncate");

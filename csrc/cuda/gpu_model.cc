@@ -14,7 +14,6 @@ namespace fastdec {
 namespace gpu {
 namespace {
 
-enum Slot { kX, kH, kY, kBig, kAtt, kQ, kLogits, kStats, kHeads, kSlots };
 
 std::string layer(const char* stack, size_t i) { return std::string(stack) + ".layers." + std::to_string(i) + "."; }
 
@@ -364,9 +363,18 @@ void Model::step(State& s, const int32_t* tokens, int n, const Request& request,
   if (request.draft_lengths && cfg_.heads == 0)
     throw std::invalid_argument("step: proposals asked for, but this model has no proposal heads");
   begin_call();
-  const int d = cfg_.d_model, hd = cfg_.head_dim, V = cfg_.vocab;
   const int R = static_cast<int>(s.lengths.size()), T = R * n;
   if (T == 0) return;
+  const float* x = decode(s, tokens, n, nullptr);
+  std::vector<int32_t> mask_row(static_cast<size_t>(T));
+  for (int t = 0; t < T; ++t) mask_row[t] = s.mem_row[t / n];
+  output_stats(x, T, mask_row, *s.memory, request, outputs);
+  if (request.draft_lengths) propose(tokens, n, x, s.mem_row, *s.memory, request, outputs);
+}
+
+const float* Model::decode(State& s, const int32_t* tokens, int n, const std::vector<int32_t>* visible) {
+  const int d = cfg_.d_model, hd = cfg_.head_dim, V = cfg_.vocab;
+  const int R = static_cast<int>(s.lengths.size()), T = R * n;
   for (int t = 0; t < T; ++t)
     if (tokens[t] < 0 || tokens[t] >= V)
       throw std::invalid_argument("step: token id " + std::to_string(tokens[t]) + " outside the vocabulary [0, " +
@@ -385,7 +393,7 @@ void Model::step(State& s, const int32_t* tokens, int n, const Request& request,
       ints[t] = tokens[t];
       ints[T + t] = s.lengths[b] + i;
       ints[2 * T + t] = b;
-      ints[3 * T + t] = s.lengths[b] + i + 1;
+      ints[3 * T + t] = visible ? (*visible)[t] : s.lengths[b] + i + 1;  // causal unless told
       ints[4 * T + t] = s.mem_row[b];
       ints[5 * T + t] = mem.src_len[s.mem_row[b]];
     }
@@ -430,10 +438,48 @@ void Model::step(State& s, const int32_t* tokens, int n, const Request& request,
   if (decoder_.empty() && cfg_.pre_norm)
     ops_->add_layer_norm(x, nullptr, at<float>(dec_final_.gamma), at<float>(dec_final_.beta), T, d, cfg_.eps, x);
   for (int b = 0; b < R; ++b) s.lengths[b] += n;
-  std::vector<int32_t> mask_row(static_cast<size_t>(T));
-  for (int t = 0; t < T; ++t) mask_row[t] = s.mem_row[t / n];
-  output_stats(x, T, mask_row, mem, request, outputs);
-  if (request.draft_lengths) propose(tokens, n, x, s.mem_row, mem, request, outputs);
+  return x;
+}
+
+// The NAT drafter's block (csrc/model/drafting.cc, Model::draft): each row runs
+// [BOS, prefix, MASK x k] from scratch, the prefix causal and the k masks seeing the whole
+// row; rows are padded to one width n, and padding is seen by no real position (the
+// state is dropped after the call, so nothing is cached between calls as on the CPU).
+void Model::draft(const std::shared_ptr<const Memory>& memory, const std::vector<std::vector<int32_t>>& prefixes,
+                  int k, int64_t* ids, float* logprobs) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  begin_call();
+  const int R = static_cast<int>(prefixes.size());
+  if (R != memory->R) throw std::invalid_argument("draft: one prefix per memory row expected");
+  if (R == 0 || k == 0) return;
+  int n = 0;
+  for (const auto& p : prefixes) n = std::max(n, 1 + static_cast<int>(p.size()) + k);
+  std::vector<int32_t> tokens(static_cast<size_t>(R) * n, cfg_.pad), visible(tokens.size(), 1), at_block;
+  for (int b = 0; b < R; ++b) {
+    const int len = static_cast<int>(prefixes[b].size()), open = 1 + len + k;
+    int32_t* row = tokens.data() + static_cast<size_t>(b) * n;
+    row[0] = cfg_.bos;
+    std::copy(prefixes[b].begin(), prefixes[b].end(), row + 1);
+    for (int i = 0; i < n; ++i) {
+      if (i > len && i < open) row[i] = cfg_.mask;
+      visible[static_cast<size_t>(b) * n + i] = i <= len ? i + 1 : i < open ? open : 1;
+    }
+    for (int j = 0; j < k; ++j) at_block.push_back(b * n + 1 + len + j);
+  }
+  std::shared_ptr<State> s = start(memory);
+  const float* x = decode(*s, tokens.data(), n, &visible);
+  float* block = scratch(kHeads, static_cast<size_t>(R) * k * cfg_.d_model);
+  ops_->gather_rows(x, static_cast<size_t>(cfg_.d_model), upload_ints(at_block), R * k, block);
+  std::vector<int32_t> mask_row(static_cast<size_t>(R) * k);
+  for (int t = 0; t < R * k; ++t) mask_row[t] = t / k;
+  std::vector<int64_t> top(static_cast<size_t>(R) * k);
+  Request request;
+  request.topk = 1;
+  Outputs out;
+  out.argmax = ids;
+  out.topk_ids = top.data();
+  out.topk_logprobs = logprobs;
+  output_stats(block, R * k, mask_row, *memory, request, out);
 }
 
 void Model::truncate(State& s, const std::vector<int>& lengths) const {

@@ -38,7 +38,9 @@ struct Config {
   int d_model = 0, head_dim = 0, vocab = 0;
   bool pre_norm = true, ssru = false, shared_encoder = false;
   std::vector<LayerShape> encoder, decoder;
-  int pad = 0, bos = 2, eos = 3;
+  int pad = 0, bos = 2, eos = 3, mask = 4;
+  bool drafter = false;  // arch "nat-drafter"
+  int block_size = 0;
   Act activation = Act::kRelu;
   float eps = 1e-5f;
   int positions = 0;  // 0 interleaved, 1 halves (Hugging Face Marian), 2 marian (Marian C++)
@@ -105,6 +107,10 @@ class Model {
   std::shared_ptr<State> start(const std::shared_ptr<const Memory>& memory) const;
   void step(State& state, const int32_t* tokens, int n, const Request& request, const Outputs& outputs);
   void truncate(State& state, const std::vector<int>& lengths) const;
+  // NAT drafters (arch "nat-drafter"): per row the k tokens after [BOS, prefix] (argmax)
+  // and their log-probs, ids / logprobs [R, k].
+  void draft(const std::shared_ptr<const Memory>& memory, const std::vector<std::vector<int32_t>>& prefixes, int k,
+             int64_t* ids, float* logprobs);
   std::shared_ptr<State> select(const State& state, const std::vector<int>& rows);
   std::shared_ptr<Memory> select(const Memory& memory, const std::vector<int>& rows);
   uint64_t id() const { return id_; }
@@ -133,6 +139,8 @@ class Model {
   Norm norm(const HostTensors& t, const std::string& name);
   const HostTensor& tensor(const HostTensors& t, const std::string& name, std::vector<int64_t> shape) const;
 
+  // Scratch buffers by use; a slot's pointer is valid until the slot is asked for more.
+  enum Slot { kX, kH, kY, kBig, kAtt, kQ, kLogits, kStats, kHeads, kSlots };
   float* scratch(int slot, size_t floats);  // grows, kept between calls
   const int32_t* upload_ints(const std::vector<int32_t>& host);  // valid until the call ends
   void begin_call();
@@ -143,6 +151,9 @@ class Model {
   void ffn(const Linear& fc1, const Linear& fc2, const float* h, int rows, float* y);
   void project_cross(Memory& m, const float* enc);
   void grow(State& state, int needed);
+  // The decoder over n new positions per row (self-attention visibility: causal, or
+  // visible[t] positions for position t); returns the final hidden states [R * n, d].
+  const float* decode(State& state, const int32_t* tokens, int n, const std::vector<int32_t>* visible);
   size_t cache_width(size_t layer) const {
     return cfg_.ssru ? static_cast<size_t>(cfg_.d_model) : static_cast<size_t>(decoder_[layer].heads) * cfg_.head_dim;
   }

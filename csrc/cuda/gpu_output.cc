@@ -13,8 +13,8 @@
 namespace fastdec {
 namespace gpu {
 namespace {
-enum Slot { kX, kH, kY, kBig, kAtt, kQ, kLogits, kStats, kHeads, kSlots };  // as gpu_model.cc
 constexpr int kMaxTopK = 64;
+
 }  // namespace
 
 void Model::output_stats(const float* h, int T, const std::vector<int32_t>& mask_row, const Memory& memory,

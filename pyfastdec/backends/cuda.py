@@ -11,8 +11,8 @@ log-probs or logits only when asked for. Nothing in the protocol changed for it.
 (pyfastdec._engine_gpuref, built with FASTDEC_GPU_REFERENCE=1 or FASTDEC_CUDA=1): the
 host-side logic, tested without a GPU against the CPU engine (tests/test_gpu_reference.py).
 
-Not on the GPU model: NAT drafters (arch "nat-drafter"; GAD's drafter runs on the CPU
-engine beside a GPU verifier) and `draft_greedy` (BiLD runs its loop over `step`).
+A NAT drafter (arch "nat-drafter") drafts on the GPU too, recomputing [BOS, prefix] each
+call (the CPU engine caches it). Not here: `draft_greedy` (BiLD runs its loop over `step`).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 
-from pyfastdec.backends.base import BackendBase, StepOut, Want
+from pyfastdec.backends.base import BackendBase, Draft, StepOut, Want
 from pyfastdec.backends.edit_margin import check_keep_ids
 from pyfastdec.backends.proposals import check_proposals
 from pyfastdec.model_dir import ModelDir, engine_edit_margin
@@ -93,9 +93,6 @@ class CudaBackend(BackendBase):
             raise DeviceUnavailable(f"device: 'cuda' asked for, but {err}") from None
         self.model_dir = path if isinstance(path, ModelDir) else ModelDir.load(path)
         cfg = self.model_dir.config
-        if cfg.arch != "transformer":
-            raise ValueError(f"device: {self.model_dir.path} is a {cfg.arch!r} model, which runs on the CPU engine "
-                             f"only (the GPU model is a transformer verifier); load it with device='cpu'")
         self.config = cfg
         self.ops = ops
         self.tokens = dict(cfg.tokens)
@@ -143,9 +140,21 @@ class CudaBackend(BackendBase):
         return self._model.attach(host_memory)
 
     def start(self, memory):
+        self._require_ar("start")
         return self._model.start(memory)
 
+    def draft(self, memory, prefix: list[list[int]], k: int | None = None) -> Draft:
+        if self.arch != "nat-drafter":
+            raise ValueError(f"draft: {self.model_dir.path} is not a drafter (arch {self.arch!r})")
+        ids, logprobs = self._model.draft(memory, [list(map(int, p)) for p in prefix], int(k or self.block_size))
+        return Draft(ids, logprobs)
+
+    def _require_ar(self, what: str):
+        if self.arch != "transformer":
+            raise ValueError(f"{what}: a {self.arch!r} model has no incremental decoder; use draft()")
+
     def step(self, state, tokens: np.ndarray, want: Want = Want()) -> StepOut:
+        self._require_ar("step")
         tokens = np.ascontiguousarray(tokens, dtype=np.int64)
         if tokens.ndim != 2:
             raise ValueError(f"step: tokens must be [rows, n], got {tokens.ndim} dimensions")
