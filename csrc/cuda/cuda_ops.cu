@@ -225,6 +225,37 @@ __global__ void topk_k(const float* logits, int V, int k, int32_t* ids, float* v
   if (threadIdx.x == 0) lse[blockIdx.x] = top + logf(s);
 }
 
+// linear_rows: one warp per output column and up to kRowTile rows, the float32 x read
+// directly, fp16 weights widened, fp32 sums. Lane l sums inputs l, l + 32, ... in order,
+// then a fixed butterfly adds the lanes: a row's result depends on nothing but that row,
+// whatever the row count or the tile it falls in.
+constexpr int kRowTile = 4, kWarps = 8;
+__global__ void linear_rows_k(const __half* w, const float* bias, const float* x, int rows, int out, int in,
+                              int act, float* y) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int o = blockIdx.x * kWarps + warp, r0 = blockIdx.y * kRowTile;
+  if (o >= out) return;
+  const int nr = min(kRowTile, rows - r0);
+  const __half* wo = w + static_cast<size_t>(o) * in;
+  float acc[kRowTile] = {0.f, 0.f, 0.f, 0.f};
+  for (int i = lane; i < in; i += 32) {
+    const float wi = __half2float(wo[i]);
+    for (int r = 0; r < kRowTile; ++r)
+      if (r < nr) acc[r] = fmaf(wi, x[static_cast<size_t>(r0 + r) * in + i], acc[r]);
+  }
+  for (int r = 0; r < kRowTile; ++r) {
+    float v = acc[r];
+    for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffff, v, s);
+    if (lane == 0 && r < nr) {
+      v += bias ? bias[o] : 0.f;
+      if (act == 1) v = v > 0.f ? v : 0.f;
+      else if (act == 2) v = 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+      else if (act == 3) v = v / (1.f + expf(-v));
+      y[static_cast<size_t>(r0 + r) * out + o] = v;
+    }
+  }
+}
+
 __global__ void pick_k(const float* logits, int T, int V, const int32_t* ids, float* out) {
   int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t < T) out[t] = ids[t] < 0 ? -INFINITY : logits[static_cast<size_t>(t) * V + ids[t]];
@@ -331,6 +362,14 @@ class CudaOps final : public Ops {
                                                                                        static_cast<int>(act));
       LAUNCHED("bias_act");
     }
+  }
+
+  void linear_rows(const Weight& w, const float* bias, const float* x, int rows, float* y, Act act) override {
+    if (rows == 0) return;
+    dim3 grid((w.out + kWarps - 1) / kWarps, (rows + kRowTile - 1) / kRowTile);
+    linear_rows_k<<<grid, 32 * kWarps, 0, stream_.get()>>>(at<__half>(w.data), bias, x, rows, w.out, w.in,
+                                                           static_cast<int>(act), y);
+    LAUNCHED("linear_rows");
   }
 
   void add_layer_norm(float* x, const float* residual, const float* gamma, const float* beta, int rows, int d,

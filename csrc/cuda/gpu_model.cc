@@ -196,8 +196,11 @@ void Model::positions_up_to(int position) {
   pos_rows_ = rows;
 }
 
-void Model::run(const Linear& l, const float* x, int rows, float* y, Act act) {
-  ops_->linear(l.w, l.bias ? at<float>(l.bias) : nullptr, x, rows, y, act);
+void Model::run(const Linear& l, const float* x, int rows, float* y, Act act, bool stable) {
+  if (stable)
+    ops_->linear_rows(l.w, l.bias ? at<float>(l.bias) : nullptr, x, rows, y, act);
+  else
+    ops_->linear(l.w, l.bias ? at<float>(l.bias) : nullptr, x, rows, y, act);
 }
 
 void Model::sublayer_input(const Norm& ln, const float* x, int rows, float* h) {
@@ -224,10 +227,10 @@ void Model::add_residual(const Norm& post, const Norm* next, float* x, const flo
   }
 }
 
-void Model::ffn(const Linear& fc1, const Linear& fc2, const float* h, int rows, float* y) {
+void Model::ffn(const Linear& fc1, const Linear& fc2, const float* h, int rows, float* y, bool stable) {
   float* hidden = scratch(kBig, static_cast<size_t>(rows) * fc1.w.out);
-  run(fc1, h, rows, hidden, cfg_.activation);
-  run(fc2, hidden, rows, y);
+  run(fc1, h, rows, hidden, cfg_.activation, stable);
+  run(fc2, hidden, rows, y, Act::kNone, stable);
 }
 
 // ---------------------------------------------------------------- encoder
@@ -281,7 +284,7 @@ std::shared_ptr<Memory> Model::encode(const std::vector<std::vector<int32_t>>& s
                     dev + 2 * T, dev + 3 * T, T, L.heads, hd, S, att, inner);
     run(L.o, att, T, y);
     add_residual(L.ln_attn, &L.ln_ffn, x, y, T, h);
-    ffn(L.fc1, L.fc2, h, T, y);
+    ffn(L.fc1, L.fc2, h, T, y, false);
     const bool last = i + 1 == encoder_.size();
     add_residual(L.ln_ffn, last ? &enc_final_ : &encoder_[i + 1].ln_attn, x, y, T, last ? x : h);
   }
@@ -410,28 +413,28 @@ const float* Model::decode(State& s, const int32_t* tokens, int n, const std::ve
     const size_t inner = static_cast<size_t>(L.heads) * hd;
     if (cfg_.ssru) {
       float* proj = scratch(kQ, static_cast<size_t>(T) * 2 * d);
-      run(L.ssru, h, T, proj);
+      run(L.ssru, h, T, proj, Act::kNone, true);
       ops_->ssru(proj, R, n, d, dev + 6 * T, at<float>(s.k[l]), cap * d, y);
     } else {
       float* qkv = scratch(kQ, static_cast<size_t>(T) * 3 * inner);
       float* att = scratch(kAtt, static_cast<size_t>(T) * inner);
-      run(L.self_qkv, h, T, qkv);
+      run(L.self_qkv, h, T, qkv, Act::kNone, true);
       ops_->append(qkv + inner, 3 * inner, R, n, inner, dev + 6 * T, at<float>(s.k[l]), inner, cap * inner);
       ops_->append(qkv + 2 * inner, 3 * inner, R, n, inner, dev + 6 * T, at<float>(s.v[l]), inner, cap * inner);
       ops_->attention(qkv, 3 * inner, at<float>(s.k[l]), at<float>(s.v[l]), inner, cap * inner, dev + 2 * T,
                       dev + 3 * T, T, L.heads, hd, longest, att, inner);
-      run(L.self_o, att, T, y);
+      run(L.self_o, att, T, y, Act::kNone, true);
     }
     add_residual(L.ln_self, &L.ln_cross, x, y, T, h);
     float* q = scratch(kQ, static_cast<size_t>(T) * inner);
     float* att = scratch(kAtt, static_cast<size_t>(T) * inner);
-    run(L.cross_q, h, T, q);
+    run(L.cross_q, h, T, q, Act::kNone, true);
     const float* kv = at<float>(mem.cross_kv[l]);
     ops_->attention(q, inner, kv, kv + inner, 2 * inner, static_cast<size_t>(mem.S) * 2 * inner, dev + 4 * T,
                     dev + 5 * T, T, L.heads, hd, mem.S, att, inner);
-    run(L.cross_o, att, T, y);
+    run(L.cross_o, att, T, y, Act::kNone, true);
     add_residual(L.ln_cross, &L.ln_ffn, x, y, T, h);
-    ffn(L.fc1, L.fc2, h, T, y);
+    ffn(L.fc1, L.fc2, h, T, y, true);
     const bool last = l + 1 == decoder_.size();
     add_residual(L.ln_ffn, last ? &dec_final_ : &decoder_[l + 1].ln_self, x, y, T, last ? x : h);
   }

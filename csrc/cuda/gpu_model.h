@@ -145,10 +145,11 @@ class Model {
   const int32_t* upload_ints(const std::vector<int32_t>& host);  // valid until the call ends
   void begin_call();
   void positions_up_to(int position);  // grows the position table
-  void run(const Linear& l, const float* x, int rows, float* y, Act act = Act::kNone);
+  // stable: ops' linear_rows (decoder and output layer), else linear (encoder, cross K/V, drafts).
+  void run(const Linear& l, const float* x, int rows, float* y, Act act = Act::kNone, bool stable = false);
   void sublayer_input(const Norm& ln, const float* x, int rows, float* h);
   void add_residual(const Norm& post, const Norm* next, float* x, const float* y, int rows, float* h);
-  void ffn(const Linear& fc1, const Linear& fc2, const float* h, int rows, float* y);
+  void ffn(const Linear& fc1, const Linear& fc2, const float* h, int rows, float* y, bool stable);
   void project_cross(Memory& m, const float* enc);
   void grow(State& state, int needed);
   // The decoder over n new positions per row (self-attention visibility: causal, or

@@ -24,7 +24,7 @@ void Model::output_stats(const float* h, int T, const std::vector<int32_t>& mask
   if (request.topk > kMaxTopK)
     throw std::invalid_argument("step: topk " + std::to_string(request.topk) + " above " + std::to_string(kMaxTopK));
   float* logits = scratch(kLogits, static_cast<size_t>(T) * V);
-  run(output_, h, T, logits);
+  run(output_, h, T, logits, Act::kNone, true);
   const int32_t* rows = upload_ints(mask_row);
   if (memory.mask) ops_->add_mask(logits, T, V, at<float>(memory.mask), rows);
 

@@ -62,6 +62,14 @@ class Ops {
   // ---- layers
   // y = x W^T + bias (bias may be null), then the activation; x and y must not overlap.
   virtual void linear(const Weight& w, const float* bias, const float* x, int rows, float* y, Act act) = 0;
+  // linear, with each row's result independent of the other rows and of their count:
+  // what the decoder and the output layer run, so that a position's logits are the same
+  // whether a step holds 1 or k + 1 positions per row and however many rows (a
+  // strategy's verification step must reproduce greedy's argmax exactly; cuBLAS picks
+  // its kernel, and so its summation order, by shape).
+  virtual void linear_rows(const Weight& w, const float* bias, const float* x, int rows, float* y, Act act) {
+    linear(w, bias, x, rows, y, act);  // the reference's loops already are
+  }
   // residual != null: x += residual first. Then y = LayerNorm(x) * gamma + beta (y may be x).
   virtual void add_layer_norm(float* x, const float* residual, const float* gamma, const float* beta, int rows,
                               int d, float eps, float* y) = 0;
