@@ -9,6 +9,8 @@ expected of the float32 reference ops; the rule is for CUDA's fp16.
 """
 from __future__ import annotations
 
+import importlib.util
+import os
 from pathlib import Path
 
 import numpy as np
@@ -24,14 +26,27 @@ MODELS = ROOT / "models"
 NEAR_TIE = 0.05  # nats between the reference's top-2 at the first differing position
 
 
+def uk_gec_texts(count: int) -> list[str]:
+    """The first `count` UA-GEC test sources: from the ua-gec package, or where it is not
+    installed (the device machine) from the file FASTDEC_UAGEC_HEAD names, which
+    tools/device/prepare.sh writes from the package here."""
+    head = os.environ.get("FASTDEC_UAGEC_HEAD")
+    if head and importlib.util.find_spec("ua_gec") is None:
+        lines = Path(head).read_text(encoding="utf-8").splitlines()
+        assert len(lines) >= count, f"{head}: {len(lines)} sentences, {count} asked for"
+        return lines[:count]
+    from test_real_sentences import uagec_test_head
+    return uagec_test_head(count)
+
+
 def sentences(model: str, count: int) -> list[list[int]]:
     """The first `count` test sentences of the model's task (Multi30k test 2016 English,
     or UA-GEC test sources for uk-gec), as ids + EOS."""
-    from test_real_sentences import encode, uagec_test_head
+    from test_real_sentences import encode
 
     from export.data import load_pairs
 
-    texts = (uagec_test_head(count) if model == "uk-gec"
+    texts = (uk_gec_texts(count) if model == "uk-gec"
              else [s for s, _ in load_pairs("test_2016_flickr", "en", "de")[:count]])
     backend = NativeBackend(MODELS / model, threads=1)
     return encode(backend, MODELS / model, texts)
