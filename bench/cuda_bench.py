@@ -177,7 +177,9 @@ def strategies_part(n1: int, n32: int) -> list[dict]:
                 row = {"model": model, "algo": algo, "batch": batch, "sentences": len(src), "seconds": seconds,
                        "speedup": base[1] / seconds, "tokens_per_iteration": stats.row_steps and
                        stats.generated / stats.row_steps, "equals_greedy": out == base[0],
-                       "encoder_s": stats.encoder_s, "drafter_s": stats.drafter_s, "verifier_s": stats.verifier_s}
+                       "encoder_s": stats.encoder_s, "drafter_s": stats.drafter_s, "verifier_s": stats.verifier_s,
+                       # the step loop's cost per verifier call, host work included
+                       "ms_per_iteration": 1000 * stats.verifier_s / max(stats.iterations, 1)}
                 rows.append(row)
                 print(row, flush=True)
     return rows
@@ -197,10 +199,11 @@ def markdown(res: dict) -> str:
         lines += ["hf part failed: " + str(hf.get("error")), ""]
     st = res.get("strategies")
     if isinstance(st, list):
-        lines += ["| model | algo | batch | s | speed-up | tokens/iteration | = greedy |", "|---|---|---|---|---|---|---|"]
+        lines += ["| model | algo | batch | s | speed-up | tokens/iteration | ms/verifier call | = greedy |",
+                  "|---|---|---|---|---|---|---|---|"]
         for r in st:
             lines.append(f"| {r['model']} | {r['algo']} | {r['batch']} | {r['seconds']:.2f} | {r['speedup']:.2f} | "
-                         f"{r['tokens_per_iteration']:.2f} | {r['equals_greedy']} |")
+                         f"{r['tokens_per_iteration']:.2f} | {r['ms_per_iteration']:.3f} | {r['equals_greedy']} |")
     elif st is not None:
         lines += ["strategies part failed: " + str(st.get("error"))]
     return "\n".join(lines) + "\n"

@@ -87,12 +87,15 @@ def test_every_want_after_truncate_and_select(model):
         states.append(s)
     tokens = rng.integers(5, 400, size=(4, 3))
     ids = rng.integers(0, cpu.vocab_size, size=(4, 3))
-    keep = np.where(rng.random((4, 3)) < 0.5, tokens, -1)
+    # Kept tokens among the most frequent pieces (in every shortlist) with a margin that
+    # most argmaxes do not clear: the rule changes the argmax at most of these positions.
+    keep = np.where(rng.random((4, 3)) < 0.7, rng.integers(5, 30, size=(4, 3)), -1)
     heads = cpu.proposal_heads
-    want = Want(topk=5, ids=ids, logprobs=True, logits=True, keep_ids=keep, edit_margin=1.5,
+    want = Want(topk=5, ids=ids, logprobs=True, logits=True, keep_ids=keep, edit_margin=8.0,
                 proposals=np.array([2, 0, 1, 2]) if heads else None)
     a, b = (be.step(s, tokens, want) for be, s in zip((cpu, gpu), states))
     np.testing.assert_array_equal(b.argmax, a.argmax)
+    assert ((a.argmax == keep) & (a.topk_ids[..., 0] != keep)).sum() >= 3  # the rule did change argmaxes
     np.testing.assert_array_equal(b.topk_ids, a.topk_ids)
     for field in ("topk_logprobs", "id_logprobs", "logprobs", "logits"):
         x, y = getattr(a, field), getattr(b, field)
@@ -128,3 +131,31 @@ def test_proposals_at_the_accepted_position():
     assert a.accepted.tolist() == [3, 1, 1]
     np.testing.assert_array_equal(b.accepted, a.accepted)
     np.testing.assert_array_equal(b.proposals, a.proposals)
+
+
+def test_translator_and_corrector_over_the_gpu_model():
+    """The API's own loop (sentence splitting, batching, default strategy, prefixes,
+    n-best, scores) over GPU-model backends, here on the reference ops: the same text as
+    over the CPU engine in float32 (what device="cuda" builds, with CUDA ops instead)."""
+    from pyfastdec import Corrector, Translator
+
+    en = ["A man in an orange hat starring at something.", "Two dogs run on the grass. One of them is black."]
+    uk = ["Я хочу піти до магазин.", "Він сказав що прийде завтра."]
+    for make, texts, helper in ((lambda: Translator(MODELS / "en-de", MODELS / "en-de-drafter"), en, True),
+                                (lambda: Corrector(MODELS / "uk-gec"), uk, False)):
+        cpu, gpu = make(), make()
+        model = cpu.model_dir.path.name
+        cpu.verifier, gpu.verifier = cpu_float32(model), reference(model)
+        if helper:
+            cpu.drafter, gpu.drafter = cpu_float32("en-de-drafter"), reference("en-de-drafter")
+        for kw in ({}, {"algo": "gad"} if helper else {"algo": "iad"},
+                   {"algo": "greedy", "target_prefix": [texts[0].split()[0], None]},
+                   {"algo": "beam", "beam_size": 3, "n_best": 2, "return_scores": True}):
+            if "target_prefix" in kw and not helper:
+                continue
+            a, b = cpu.translate(texts, **kw), gpu.translate(texts, **kw)
+            if kw.get("return_scores"):  # [[(text, score)] * n_best] per input
+                assert [[t for t, _ in r] for r in a] == [[t for t, _ in r] for r in b]
+                assert np.allclose([s for r in a for _, s in r], [s for r in b for _, s in r], atol=TOL, rtol=0)
+            else:
+                assert a == b, (model, kw)

@@ -2,7 +2,8 @@
 // with float32 accumulation and output, and small kernels for the rest, all on one
 // stream. Memory comes from the stream-ordered allocator (cudaMallocAsync), so freeing a
 // state or a memory never waits for the device. Each kernel mirrors its loop in
-// reference_ops.cc, which tests/test_cuda_ops.py compares it with on the device.
+// reference_ops.cc, which tests/test_cuda_gpu.py compares it with on the device
+// (test_cuda_ops_against_the_reference_ops).
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -2,7 +2,7 @@
 // op is a loop, written for clarity, not speed. It exists so that the GPU model's
 // orchestration (gpu_model.cc) runs, and is tested, on machines without a GPU; the CUDA
 // ops (cuda_ops.cu) are checked against it op by op on the device
-// (tests/test_cuda_ops.py).
+// (tests/test_cuda_gpu.py, test_cuda_ops_against_the_reference_ops).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
