@@ -30,7 +30,7 @@ from typing import Optional, Sequence
 from pyfastdec import sentence_units
 from pyfastdec.alternatives import check_alternatives, translate_alternatives
 from pyfastdec.backends.base import Backend
-from pyfastdec.backends.native import NativeBackend
+from pyfastdec.backends.devices import check_device, model_backends
 from pyfastdec.copy_through import CopyThrough, SourcePieces
 from pyfastdec.decoding import DecodeStats, strategies
 from pyfastdec.decoding.limits import sentence_limit
@@ -187,6 +187,8 @@ class Translator:
         given (default: an AdaptiveDraftLength learning this machine's costs, which makes
         the path depend on timings; a FixedDraftLength takes the same path every run).
         Its k_max must be the drafter's block_size.
+    device: "cpu" (the native engine) or "cuda" (the GPU model, float16 weights whatever
+        compute_type says; pyfastdec/backends/cuda.py).
     """
 
     _role = "translate"
@@ -196,13 +198,11 @@ class Translator:
     def __init__(self, model: str | os.PathLike | ModelDir | None = None,
                  drafter: str | os.PathLike | ModelDir | None = None,
                  threads: int | None = None, compute_type: str = "int8", shortlist: bool = True,
-                 draft_policy: DraftLengthPolicy | None = None):
+                 draft_policy: DraftLengthPolicy | None = None, device: str = "cpu"):
+        self.device = check_device(device)  # before the model loads: a bad name costs no load
         self.threads = default_threads() if threads is None else check_threads(threads)
         self.model_dir, self.drafter_dir = load_checked(model, drafter, self._role, compute_type)
-        self.verifier = NativeBackend(self.model_dir, threads=self.threads, shortlist=shortlist)
-        self.drafter = None
-        if self.drafter_dir is not None:
-            self.drafter = NativeBackend(self.drafter_dir, threads=self.threads, shortlist=shortlist)
+        self.verifier, self.drafter = model_backends(self.model_dir, self.drafter_dir, device, self.threads, shortlist)
         self.tokenizer = load_tokenizer(self.model_dir)
         self.eos = self.verifier.tokens["eos"]
         limits = [self.model_dir.config.max_source_len]
@@ -588,8 +588,8 @@ class Corrector(Translator):
         return parts
 
     def __init__(self, model: str | os.PathLike | ModelDir | None = None, threads: int | None = None,
-                 compute_type: str = "int8", shortlist: bool = True):
-        super().__init__(model, None, threads, compute_type, shortlist)
+                 compute_type: str = "int8", shortlist: bool = True, device: str = "cpu"):
+        super().__init__(model, None, threads, compute_type, shortlist, device=device)
         # Copy-through reads source and output with one sentencepiece model; a model with
         # separate source and target vocabularies (tokenizer "marian") is decoded plainly.
         if isinstance(self.tokenizer, Tokenizer):

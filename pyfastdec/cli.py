@@ -40,6 +40,7 @@ try:
 
         from pyfastdec._version import __version__
         from pyfastdec.api import ALGOS, DEFAULT_MODELS, load_checked, packaged_model_path
+        from pyfastdec.backends.cuda import DEVICES
         from pyfastdec.decoding import DecodeStats
         from pyfastdec.decoding.beam import RULES as BEAM_RULES
         from pyfastdec.hypotheses import merge_stats
@@ -166,6 +167,9 @@ def _add_model_args(p: argparse.ArgumentParser, role: str, drafter: bool) -> Non
     p.add_argument("--compute-type", choices=("int8", "float32"), default="int8",
                    help="int8 (default; a float32 model runs float32 with a warning) or float32 "
                         "(refused for an int8 model directory)")
+    p.add_argument("--device", choices=DEVICES, default="cpu",
+                   help="cpu (default: the native engine) or cuda (the GPU model, float16 weights; a build with "
+                        "FASTDEC_CUDA=1, README 'GPU (CUDA) build')")
     p.add_argument("--no-shortlist", action="store_true", help="score the full vocabulary even if the model "
                                                                 "directory has a shortlist.bin")
 
@@ -345,7 +349,7 @@ def model_spec(args) -> ModelSpec:
     elif threads is None and workers > 1:
         threads = max(1, default_threads() // workers)
     return ModelSpec(args.role, args.model, getattr(args, "drafter", None), threads, args.compute_type,
-                     not args.no_shortlist)
+                     not args.no_shortlist, getattr(args, "device", "cpu"))
 
 
 def decode_options(args, default: StrategyChoice) -> DecodeOptions:

@@ -88,7 +88,7 @@ class DecodeBatches:
             model = str(_materialize(ray.get(model_files[1]), model_files[0]))
         if drafter_files is not None:
             drafter = str(_materialize(ray.get(drafter_files[1]), drafter_files[0]))
-        spec = ModelSpec(spec.role, model, drafter, spec.threads, spec.compute_type, spec.shortlist)
+        spec = ModelSpec(spec.role, model, drafter, spec.threads, spec.compute_type, spec.shortlist, spec.device)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the driver reported the model's warnings once

@@ -4,8 +4,9 @@ checkout on PYTHONPATH) imports it: the fast loop for changing csrc/.
 
     python tools/build_inplace.py      # needs pybind11 in that Python, cmake and ninja or make on PATH
 
-FASTDEC_BUILD_TYPE (Release, Debug, RelWithDebInfo) and FASTDEC_SANITIZE=1 work as for
-`pip install` (CMakeLists.txt reads them). The CMake cache, build/inplace-<python>, is
+FASTDEC_BUILD_TYPE (Release, Debug, RelWithDebInfo), FASTDEC_SANITIZE=1, FASTDEC_CUDA=1 and
+FASTDEC_GPU_REFERENCE=1 work as for `pip install` (CMakeLists.txt reads them; the last two
+add pyfastdec._engine_cuda and pyfastdec._engine_gpuref, README "GPU (CUDA) build"). The CMake cache, build/inplace-<python>, is
 this interpreter's and points at nothing temporary, so it stays valid between runs
 (pip's build environments are deleted after each build: a cache pointing into one breaks
 the next build; pip itself builds in a fresh temporary folder every time).
@@ -41,7 +42,8 @@ def main() -> None:
                  f"-DCMAKE_LIBRARY_OUTPUT_DIRECTORY={ROOT / 'pyfastdec'}",
                  # Given every time: a knob set for one run must not stay in the cache.
                  f"-DCMAKE_BUILD_TYPE={os.environ.get('FASTDEC_BUILD_TYPE') or 'Release'}",
-                 f"-DFASTDEC_SANITIZE={'OFF' if os.environ.get('FASTDEC_SANITIZE', '0') in ('', '0') else 'ON'}"]
+                 *(f"-D{knob}={'OFF' if os.environ.get(knob, '0') in ('', '0') else 'ON'}"
+                   for knob in ("FASTDEC_SANITIZE", "FASTDEC_CUDA", "FASTDEC_GPU_REFERENCE"))]
     if shutil.which("ninja") is not None and not (build / "CMakeCache.txt").is_file():
         configure += ["-G", "Ninja"]  # the generator is fixed at the first configure
     jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))

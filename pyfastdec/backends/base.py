@@ -1,9 +1,9 @@
 """The Backend protocol every decoding strategy is written against (pure numpy).
 
 A backend holds one model (verifier, student or drafter). Strategies only call the
-methods below, so a new backend (native int8 engine, torch reference, onnxruntime) gets
-every strategy for free, and the torch backend can check every strategy against the
-native one.
+methods below, so a new backend (native int8 engine, torch reference, onnxruntime, the
+CUDA GPU model of cuda.py) gets every strategy for free, and the torch backend can check
+every strategy against the native one.
 
 Decoder positions and the "pending" token
 -----------------------------------------

@@ -20,14 +20,15 @@ class ModelSpec:
     threads: Optional[int]
     compute_type: str
     shortlist: bool
+    device: str = "cpu"  # "cuda": the GPU model (backends/devices.py)
 
     def build(self, loaded: Optional[tuple[ModelDir, Optional[ModelDir]]] = None) -> Translator:
         """loaded: the directories of this spec as load_checked gave them (model, drafter),
         so that a process that checked them does not read and hash them again."""
         model, drafter = loaded if loaded is not None else (self.model, self.drafter)
         if self.role == "correct":
-            return Corrector(model, self.threads, self.compute_type, self.shortlist)
-        return Translator(model, drafter, self.threads, self.compute_type, self.shortlist)
+            return Corrector(model, self.threads, self.compute_type, self.shortlist, device=self.device)
+        return Translator(model, drafter, self.threads, self.compute_type, self.shortlist, device=self.device)
 
 
 @dataclass(frozen=True)
