@@ -1,4 +1,4 @@
-"""The `fastdec` command: translate, correct, info, bench.
+"""The `fastdec` command: translate, correct, info, bench (convert and train-heads forwarded).
 
 Line discipline of translate/correct: exactly one output line per input line, in input
 order, written only as whole lines (so a pipe cut short or a Ctrl-C leaves complete
@@ -328,7 +328,21 @@ def build_parser() -> argparse.ArgumentParser:
                             "fastdec convert --help for the details")
     p.add_argument("convert_args", nargs=argparse.REMAINDER)
     p.set_defaults(run=run_convert)
+
+    # Likewise its own parser (pyfastdec/training/heads_command.py), which needs torch only
+    # once it trains: --help and the missing-torch line work without it.
+    p = sub.add_parser("train-heads", add_help=False,
+                       help="train blockwise proposal heads for a model directory on your source text (needs "
+                            "pip install \"pyfastdec[train]\"); fastdec train-heads --help for the details")
+    p.add_argument("train_args", nargs=argparse.REMAINDER)
+    p.set_defaults(run=run_train_heads)
     return parser
+
+
+def run_train_heads(args) -> int:
+    from pyfastdec.training.heads_command import main as train_heads_main
+
+    return train_heads_main(args.train_args, prog=f"{PROG} train-heads")
 
 
 def run_convert(args) -> int:
@@ -499,6 +513,8 @@ def _main(argv: Optional[list[str]]) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["convert"]:  # forwarded whole: REMAINDER would not take a leading --help
         return run_convert(argparse.Namespace(convert_args=argv[1:]))
+    if argv[:1] == ["train-heads"]:
+        return run_train_heads(argparse.Namespace(train_args=argv[1:]))
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
