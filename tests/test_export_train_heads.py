@@ -33,6 +33,10 @@ def test_targets_are_the_tokens_two_to_k_plus_one_places_ahead():
     assert targets([[10, 11, 12]], 3, eos=3).tolist() == [
         [11, 12, 3], [12, 3, -100], [3, -100, -100], [-100, -100, -100]]
     assert targets([[], [9]], 2, eos=3).tolist() == [[-100, -100], [3, -100], [-100, -100]]
+    # Cut at its length limit, an output has no EOS to predict: the verifier would go on.
+    assert targets([[10, 11, 12], [9]], 3, eos=3, cut=[True, False]).tolist() == [
+        [11, 12, -100], [12, -100, -100], [-100, -100, -100], [-100, -100, -100], [3, -100, -100],
+        [-100, -100, -100]]
 
 
 @pytest.mark.parametrize("kind", ["float32", "int8"])

@@ -41,6 +41,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from pyfastdec.decoding.limits import default_max_len
 from pyfastdec.model_dir import CONFIG_FILE, WEIGHTS_FILE, ModelDir, load_config_json
 from pyfastdec.model_dir.heads_verifier import verifier_digest
 from pyfastdec.text import clean_text, load_tokenizer, sentence_units
@@ -152,15 +153,22 @@ def cache_states(model, src: list[list[int]], outs: list[list[int]], path: Path,
     return states
 
 
-def targets(outs: list[list[int]], k: int, eos: int) -> np.ndarray:
+def targets(outs: list[list[int]], k: int, eos: int, cut: list[bool] | None = None) -> np.ndarray:
     """int64 [positions, k]: at position t of a sentence (t = 0 is BOS), head i's target
-    is the output token t + i + 2 (1-based, EOS after the last), -100 past EOS."""
+    is the output token t + i + 2 (1-based, EOS after the last), -100 past EOS. An output
+    `cut` at its length limit has no EOS (the verifier would have gone on): -100 past its
+    last token, so the heads do not learn to end a runaway output."""
     rows = []
-    for o in outs:
-        seq = np.asarray(o + [eos], dtype=np.int64)
-        t = np.arange(len(seq))[:, None] + 1 + np.arange(k)[None, :]
-        rows.append(np.where(t < len(seq), seq[np.minimum(t, len(seq) - 1)], -100))
+    for n, o in enumerate(outs):
+        seq = np.asarray(o if cut and cut[n] else o + [eos], dtype=np.int64)
+        t = np.arange(len(o) + 1)[:, None] + 1 + np.arange(k)[None, :]
+        rows.append(np.where(t < len(seq), seq[np.minimum(t, len(seq) - 1)], -100))  # len(seq) >= 1: a cut has >= 10
     return np.concatenate(rows) if rows else np.zeros((0, k), dtype=np.int64)
+
+
+def cut_at_limit(src: list[list[int]], outs: list[list[int]]) -> list[bool]:
+    """Which greedy outputs stopped at the default length limit instead of at EOS."""
+    return [len(o) >= default_max_len(len(s)) for s, o in zip(src, outs)]
 
 
 # ----------------------------------------------------------------------------- 3. training
@@ -227,7 +235,7 @@ def train(model, states: np.ndarray, target: np.ndarray, train_rows: np.ndarray,
 # ----------------------------------------------------------------------------- 4. evaluation
 @torch.no_grad()
 def evaluate(model, states: np.ndarray, target: np.ndarray, outs: list[list[int]], offsets: np.ndarray,
-             sentences: range) -> dict:
+             sentences: range, cut: list[bool]) -> dict:
     """Per-head top-1 accuracy on the given sentences, and the mean tokens per iteration
     blockwise decoding would commit with these heads verifying all K proposals (the
     decoding simulated on the greedy outputs: at each accepted position the leading
@@ -241,17 +249,19 @@ def evaluate(model, states: np.ndarray, target: np.ndarray, outs: list[list[int]
         correct = np.concatenate([correct, pred == target[part]])
     # The cached states must be the engine's: the output layer on them gives the greedy
     # tokens (all but a few that int8 rounding flips), else the heads learn other states.
-    greedy_tokens = np.concatenate([np.asarray(outs[n] + [-1]) for n in sentences])  # -1: EOS comes after
+    # -1: EOS comes after; -2: nothing, the output was cut at its length limit
+    greedy_tokens = np.concatenate([np.asarray(outs[n] + [-2 if cut[n] else -1]) for n in sentences])
     main = np.concatenate([model.logits(torch.from_numpy(states[part].astype(np.float32))).argmax(-1).numpy()
                            for part in np.array_split(rows, max(1, len(rows) // 4096))])
     eos_rows = greedy_tokens == -1
-    state_agreement = float(np.mean(np.where(eos_rows, main == model.eos, main == greedy_tokens)))
+    agree = np.where(eos_rows, main == model.eos, main == greedy_tokens)
+    state_agreement = float(np.mean(agree[greedy_tokens != -2]))
     valid = target[rows] != -100
     accuracy = [float(correct[:, i][valid[:, i]].mean()) if valid[:, i].any() else 0.0 for i in range(k)]
     leading = np.cumprod(correct & valid, axis=1).sum(axis=1)  # proposals kept at each position
     tokens = iterations = 0
     for n in sentences:
-        length, first = len(outs[n]) + 1, offsets[n] - offsets[sentences.start]  # tokens with EOS
+        length, first = len(outs[n]) + (not cut[n]), offsets[n] - offsets[sentences.start]  # tokens with EOS
         t, iterations, tokens = 0, iterations + 1, tokens + length  # the [BOS] step commits token 1
         while t + 1 < length:
             kept = int(leading[first + t])

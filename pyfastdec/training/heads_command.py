@@ -147,13 +147,14 @@ def run(args, prog: str) -> int:
     offsets = np.cumsum([0] + [len(o) + 1 for o in outs])
 
     k, hidden = args.heads, args.hidden or model.cfg.d_model
-    target = stages.targets(outs, k, model.eos)
+    cut = stages.cut_at_limit(src, outs)
+    target = stages.targets(outs, k, model.eos, cut)
     torch.manual_seed(args.seed)
     stages.fresh_heads(model, k, hidden)
     split = len(src) - args.held_out
     stages.train(model, states, target, np.arange(offsets[split]), run_dir, args.steps, args.batch, args.lr,
                  args.seed, args.save_every, args.log_every)
-    report = stages.evaluate(model, states, target, outs, offsets, range(split, len(src)))
+    report = stages.evaluate(model, states, target, outs, offsets, range(split, len(src)), cut)
     print("eval: " + json.dumps(report), file=sys.stderr, flush=True)
 
     pairs = [(src[i][:-1], outs[i]) for i in range(min(split, 512))]
