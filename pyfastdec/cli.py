@@ -309,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", help="version, CPU and ISA, threads, the default models and the strategy "
                                     "that runs; with -m a model summary")
     p.add_argument("-m", "--model", metavar="MODEL", help="summarise this model directory")
+    p.add_argument("model_path", nargs="?", metavar="MODEL", help="the same as -m MODEL")
     p.add_argument("--drafter", metavar="DIR", help="with -m: the GAD drafter that would run beside it")
     p.set_defaults(run=run_info)
 
@@ -453,6 +454,10 @@ def run_info(args) -> int:
     for role, name in DEFAULT_MODELS.items():
         path = packaged_model_path(name)
         lines.append(f"default {role} model: {path} ({'installed' if path.is_dir() else 'not installed'})")
+    if args.model_path and args.model and args.model_path != args.model:
+        raise CliError(f"info: two models given, -m {args.model} and {args.model_path} (expected one)",
+                       EXIT_BAD_INPUT)
+    args.model = args.model or args.model_path
     if args.drafter and not args.model:
         raise CliError("info: --drafter needs -m MODEL (the verifier it would draft for)", EXIT_BAD_INPUT)
     if args.model:

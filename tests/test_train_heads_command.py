@@ -55,9 +55,10 @@ def test_heads_name_the_converted_model_they_were_trained_for(trained):
 
 def test_info_names_blockwise_and_translate_equals_greedy_on_real_sentences(trained, tmp_path, capsys):
     _, out, _ = trained
-    assert fastdec(["info", "-m", str(out)]) == 0
-    strategy = [line for line in capsys.readouterr().out.splitlines() if "strategy" in line]
-    assert strategy and "blockwise" in strategy[0], strategy
+    for info in (["-m", str(out)], [str(out)]):  # fastdec info NEW_DIR is -m NEW_DIR
+        assert fastdec(["info", *info]) == 0
+        strategy = [line for line in capsys.readouterr().out.splitlines() if "strategy" in line]
+        assert len(strategy) == 1 and f"`fastdec translate -m {out}`: blockwise" in strategy[0], strategy
     text = tmp_path / "test.en"
     text.write_text("\n".join(read_lines("test_2016_flickr.en.gz", 100)) + "\n", encoding="utf-8")
     outputs = {}
