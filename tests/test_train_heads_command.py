@@ -72,6 +72,31 @@ def test_info_names_blockwise_and_translate_equals_greedy_on_real_sentences(trai
     assert outputs[None] == outputs["greedy"]
 
 
+@pytest.mark.parametrize("activations", ["static", "dynamic"])
+def test_heads_for_an_int8_converted_model(trained, tmp_path, activations):
+    """`convert marian --quantize int8`, with calibrated input multipliers or per-row ones
+    at run time: the states are simulated as the engine rounds them (static: the
+    calibrated grid; dynamic: 127 / max|row|), the heads stored int8, calibrated beside
+    the static multipliers. (Before: a dynamic directory was refused for its missing
+    activation_scales, and calibration crashed on a batch of empty outputs, whose only
+    position, Marian's BOS, is its pad id.)"""
+    converted, _, sources = trained
+    calibrate = ["--calibrate", str(sources)] if activations == "static" else []
+    int8 = tmp_path / "int8"
+    assert fastdec(["convert", "marian", str(converted.parent / "hf"), str(int8), "--quantize", "int8",
+                    *calibrate]) == 0
+    out = tmp_path / "int8-heads"
+    assert fastdec(["train-heads", str(int8), "--sources", str(sources), "--out", str(out), "--heads", "2",
+                    "--steps", "100", "--held-out", "60", "--threads", "1"]) == 0
+    report = json.loads((tmp_path / "int8-heads.run" / "eval.json").read_text())
+    assert report["blockwise_check"]["equal_to_greedy"] == 60 and report["states_agree_with_greedy"] > 0.99
+    loaded = ModelDir.load(out)
+    assert loaded.tensors["heads.1.fc2.weight"].dtype.name == "int8"
+    scales = loaded.config.quantization.activation_scales
+    assert sorted(n for n in scales if n.startswith("heads.")) == (
+        [f"heads.{i}.{fc}" for i in range(2) for fc in ("fc1", "fc2")] if activations == "static" else [])
+
+
 def fails(capsys, *argv) -> str:
     assert fastdec(["train-heads", *map(str, argv)]) == 1
     err = capsys.readouterr().err.strip()

@@ -59,8 +59,10 @@ def calibrate(model: Seq2Seq, pairs: list[tuple[list[int], list[int]]], batch_si
                 memory, keep = model.encode(src)
                 states = model.decode_full(tgt_in, memory, keep)
                 model.logits(states)  # the same calls as model(src, tgt_in)
-                if hasattr(model, "heads"):
-                    model.heads(states[tgt_in != model.pad])
+                if hasattr(model, "heads"):  # BOS and the targets by length: Marian's BOS is its pad id
+                    lengths = torch.tensor([len(t) + 1 for _, t in chunk])
+                    real = torch.arange(tgt_in.shape[1])[None, :] < lengths[:, None]
+                    model.heads(states[real])
             for n in names:
                 if n in current:
                     maxima[n].append(current[n])

@@ -42,13 +42,13 @@ import torch
 import torch.nn.functional as F
 
 from pyfastdec.decoding.limits import default_max_len
-from pyfastdec.model_dir import CONFIG_FILE, WEIGHTS_FILE, ModelDir, load_config_json
+from pyfastdec.model_dir import CONFIG_FILE, QUANT_DYNAMIC_ACTIVATIONS, WEIGHTS_FILE, ModelDir, load_config_json
 from pyfastdec.model_dir.heads_verifier import verifier_digest
 from pyfastdec.text import clean_text, load_tokenizer, sentence_units
 
 from .batches import by_length, complete_lines, pad_batch
 from .rehash import dump_config, rehash
-from .writer import quantize_weight
+from .writer import quantize_weight, quantized_linears
 
 
 
@@ -293,10 +293,11 @@ def write_heads(model_dir: Path, model, out: Path, pairs: list[tuple[list[int], 
     heads = {f"heads.{n}": t.detach().to(torch.float32).contiguous() for n, t in model.heads.state_dict().items()}
     quant = config.get("quantization")
     if quant:
-        scales = {n: v for n, v in calibrate(model, pairs).items() if n.startswith("heads.")}
-        kept = {n: v for n, v in quant["activation_scales"].items() if not n.startswith("heads.")}
-        quant["activation_scales"] = {**kept, **scales}
-        for name in scales:
+        if quant.get("activations") != QUANT_DYNAMIC_ACTIVATIONS:  # dynamic: inputs scaled per row at run time
+            scales = {n: v for n, v in calibrate(model, pairs).items() if n.startswith("heads.")}
+            kept = {n: v for n, v in quant["activation_scales"].items() if not n.startswith("heads.")}
+            quant["activation_scales"] = {**kept, **scales}
+        for name in (n for n in quantized_linears(model) if n.startswith("heads.")):
             heads[f"{name}.weight"], heads[f"{name}.weight_scale"] = quantize_weight(heads[f"{name}.weight"])
     save_file({**tensors, **heads}, str(tmp / WEIGHTS_FILE), metadata=metadata)
     k, hidden = model.cfg.heads

@@ -28,7 +28,7 @@ from safetensors.torch import load_file, save_file
 
 from pyfastdec.convert.int8 import quantization_field, quantize_linear
 from pyfastdec.model_dir.int8_rows import int8_embedding_rows, quantize_rows
-from pyfastdec.model_dir import EMBED_SCALE, QUANT_EMBEDDING, TOKENIZER_FILES, ModelDir
+from pyfastdec.model_dir import EMBED_SCALE, QUANT_DYNAMIC_ACTIVATIONS, QUANT_EMBEDDING, TOKENIZER_FILES, ModelDir
 
 from .modeling import ModelConfig, Seq2Seq
 from .rehash import rehash
@@ -139,7 +139,7 @@ def read_config(path: str | Path) -> ModelConfig:
         if q.get("weights") != "int8" or q.get("weight_scale") != "per_output_channel":
             raise ValueError(f"{file}: field 'quantization' has weights={q.get('weights')!r}, "
                              f"weight_scale={q.get('weight_scale')!r}; known: int8 / per_output_channel")
-        if not isinstance(q.get("activation_scales"), dict):
+        if q.get("activations") != QUANT_DYNAMIC_ACTIVATIONS and not isinstance(q.get("activation_scales"), dict):
             raise ValueError(f"{file}: field 'quantization.activation_scales' missing")
     return cfg
 
@@ -153,7 +153,8 @@ def read_model_dir(path: str | Path, simulate_int8: bool = False) -> tuple[Seq2S
     up in those rows too. So the model here is the engine's, whichever form is stored.
 
     simulate_int8: also round each quantized linear's input to its int8 grid
-    (clamp(round(x * m), ±127) / m), as the engine's int8 GEMM sees it.
+    (clamp(round(x * m), ±127) / m), as the engine's int8 GEMM sees it: m calibrated
+    (static activations) or 127 / max|row| of each input row (dynamic).
     """
     path = Path(path)
     ModelDir.load(path)  # the inference side's validation, checksums included
@@ -191,7 +192,7 @@ def read_model_dir(path: str | Path, simulate_int8: bool = False) -> tuple[Seq2S
         if simulate_int8 and not cfg.quantization:
             raise ValueError(f"{path / CONFIG}: simulate_int8 asked for a model without quantization")
         if simulate_int8:
-            attach_activation_quant(model, cfg.quantization["activation_scales"])
+            attach_activation_quant(model, cfg.quantization)
         return model.eval(), spm_file
     spm_file = path / SPM
     if not spm_file.is_file():
@@ -202,7 +203,7 @@ def read_model_dir(path: str | Path, simulate_int8: bool = False) -> tuple[Seq2S
     if simulate_int8:
         if not cfg.quantization:
             raise ValueError(f"{path / CONFIG}: simulate_int8 asked for a model without quantization")
-        attach_activation_quant(model, cfg.quantization["activation_scales"])
+        attach_activation_quant(model, cfg.quantization)
     return model.eval(), spm_file
 
 
@@ -214,10 +215,21 @@ def write_float_twin(model_dir: str | Path, out: str | Path) -> Path:
     return write_model_dir(model, spm_file, out)
 
 
-def attach_activation_quant(model: Seq2Seq, scales: dict[str, float]) -> None:
-    """Forward pre-hooks that put every quantized linear's input on its int8 grid."""
+def attach_activation_quant(model: Seq2Seq, quantization: dict) -> None:
+    """Forward pre-hooks that put every quantized linear's input on its int8 grid: the
+    calibrated multiplier of each (static), or 127 / max|row| per input row, as the
+    engine computes it at run time (dynamic; csrc/kernels/isa_common.h)."""
     modules = dict(model.named_modules())
-    for name, mult in scales.items():
+    if quantization.get("activations") == QUANT_DYNAMIC_ACTIVATIONS:
+        def dynamic(_mod, args):
+            x = args[0]
+            m = 127.0 / x.abs().amax(dim=-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+            return (torch.clamp(torch.round(x * m), -127, 127) / m,) + tuple(args[1:])
+
+        for name in quantized_linears(model):
+            modules[name].register_forward_pre_hook(dynamic)
+        return
+    for name, mult in quantization["activation_scales"].items():
         if name not in modules:
             raise ValueError(f"quantization.activation_scales: no linear named {name}")
 
