@@ -1,4 +1,4 @@
-"""The incremental decoder state of the PyTorch reference (export/modeling.py): per-layer
+"""The incremental decoder state of the PyTorch reference (modeling.py): per-layer
 self-attention K/V (or SSRU c) per position and row, and the batch's cross-attention K/V,
 with the roll-back (truncate) and row selection the decoding strategies need."""
 from __future__ import annotations

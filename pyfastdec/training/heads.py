@@ -51,7 +51,6 @@ from .rehash import dump_config, rehash
 from .writer import quantize_weight, quantized_linears
 
 
-
 # ----------------------------------------------------------------------------- 1. greedy outputs
 def read_sources(path: Path) -> list[str]:
     """The non-blank lines of a (gzip or plain) UTF-8 text file: the user's own text, in
@@ -69,7 +68,7 @@ def read_sources(path: Path) -> list[str]:
                 if text.strip():
                     lines.append(text)
     except (OSError, EOFError) as err:  # a directory, no permission, a truncated gzip stream
-        raise ValueError(f"{path}: cannot read --sources ({err})") from None
+        raise ValueError(f"--sources {path}: cannot read it ({err}; expected a UTF-8 text file, .gz ok)") from None
     return lines
 
 

@@ -4,7 +4,7 @@
 
 config.json "checksum" (export/FORMAT.md, *Checksum*) holds the sha256 of model.safetensors,
 of spm.model, of shortlist.bin when there is one, and of config.json's own canonical
-content; pyfastdec refuses a directory whose files differ from it. export.writer writes it with every directory; run this after
+content; pyfastdec refuses a directory whose files differ from it. writer.py writes it with every directory; run this after
 changing a directory's files on purpose (or to add the field to an older directory). The
 directory must otherwise be valid: it is loaded with the new checksums before this
 returns, and config.json is left as it was if that fails. Only config.json changes.
@@ -21,7 +21,7 @@ from pyfastdec.model_dir.checksums import directory_checksums
 
 
 def dump_config(config: dict) -> str:
-    """config.json's text as export.writer writes it (2-space indent, trailing newline)."""
+    """config.json's text as writer.py writes it (2-space indent, trailing newline)."""
     return json.dumps(config, indent=2) + "\n"
 
 

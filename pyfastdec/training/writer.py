@@ -1,7 +1,7 @@
 """Write and read pyfastdec model directories (config.json, model.safetensors, spm.model).
 
 The tensor names and layouts are those of export/FORMAT.md, which are the state_dict
-names of export.modeling, so writing is a plain dump. int8 export replaces each linear
+names of modeling.py, so writing is a plain dump. int8 export replaces each linear
 weight of the encoder and decoder layers by `<linear>.weight` int8 [out, in] plus
 `<linear>.weight_scale` float32 [out] (w ~= int8 * scale) and records the calibrated
 activation multipliers in config.json "quantization". The tied embedding of an int8
@@ -14,7 +14,7 @@ The reader refuses, naming the file and field or tensor, anything it does not
 understand: unknown format/version, missing or unexpected tensors, wrong shape or dtype;
 it first loads the directory with pyfastdec.model_dir.ModelDir.load, so it refuses
 everything pyfastdec refuses (checksums, non-finite weights, ...) with the same message.
-Every written directory carries config.json "checksum" (export/rehash.py).
+Every written directory carries config.json "checksum" (rehash.py).
 """
 from __future__ import annotations
 
