@@ -62,8 +62,8 @@ def run(tmp_path_factory):
     import bench.models
     from bench import run as bench_run
     from export.rehash import rehash
-    from export.train_heads import main as train_heads
     from export.vocab import load_vocab
+    from pyfastdec.training.heads_command import main as train_heads
 
     root = tmp_path_factory.mktemp("blockwise")
     spm = tiny_spm(root / "spm.model")

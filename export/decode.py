@@ -12,16 +12,9 @@ from __future__ import annotations
 import torch
 
 from pyfastdec.decoding.limits import default_max_len  # noqa: F401  (one rule: the engine's default limit)
+from pyfastdec.training.batches import pad_batch  # noqa: F401  (export/ imports it from here)
 
 from .modeling import Seq2Seq
-
-
-def pad_batch(seqs: list[list[int]], pad: int) -> torch.Tensor:
-    length = max((len(s) for s in seqs), default=1)
-    out = torch.full((len(seqs), max(length, 1)), pad, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-    return out
 
 
 def _batches(n: int, order: list[int], batch_size: int):

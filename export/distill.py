@@ -25,6 +25,8 @@ from pathlib import Path
 
 import torch
 
+from pyfastdec.training.batches import by_length, complete_lines  # noqa: F401  (export/ imports them from here)
+
 from .data import load_pairs
 from .decode import beam_search
 from .vocab import load_vocab
@@ -46,18 +48,6 @@ def load_teacher(path: Path):
         return model, load_vocab(spm_file)
 
 
-def by_length(decode_batch, ids: list[list[int]], batch: int) -> list[list[int]]:
-    """decode_batch (a list of sources -> their outputs) over batches of sources of
-    similar length (little padding), the outputs in input order."""
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    out: list[list[int]] = [[] for _ in ids]
-    for start in range(0, len(order), batch):
-        rows = order[start : start + batch]
-        for i, o in zip(rows, decode_batch([ids[i] for i in rows])):
-            out[i] = o
-    return out
-
-
 def native_translator(model_dir: Path, threads: int, beam: int, batch: int):
     """Beam search on the native engine (full vocabulary), batches of similar lengths."""
     from pyfastdec.backends.native import NativeBackend
@@ -69,18 +59,6 @@ def native_translator(model_dir: Path, threads: int, beam: int, batch: int):
         return [nbest[0].tokens for nbest in native_beam(backend, sources, beam_size=beam, nbest=1)[0]]
 
     return lambda ids: by_length(best, ids, batch)
-
-
-def complete_lines(out: Path) -> int:
-    """Number of complete lines in `out`; a torn last line is cut off."""
-    if not out.exists():
-        return 0
-    data = out.read_bytes()
-    end = data.rfind(b"\n") + 1
-    if end != len(data):
-        with open(out, "r+b") as f:
-            f.truncate(end)
-    return data[:end].count(b"\n")
 
 
 def main(argv=None) -> None:

@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from pyfastdec.model_dir import WEIGHTS_FILE
+from pyfastdec.model_dir import WEIGHTS_FILE, ModelDir
 
 from .batching import BucketBatcher
 from .calibrate import calibrate
@@ -301,7 +301,7 @@ def run(args) -> int:
                     heads=model.cfg.heads[0], hidden=model.cfg.heads[1])
     record_settings(run_dir, settings)
 
-    src = source_ids(args.sources, spm_file, model.eos, model.cfg.max_source_len, args.limit or None)
+    src = source_ids(args.sources, ModelDir.load(args.model_dir), args.limit or None)
     if len(src) <= args.held_out:
         raise ValueError(f"{args.sources}: {len(src)} sources (sentences), need more than --held-out {args.held_out}")
     outs = decode_greedy(args.model_dir, src, run_dir / "greedy.txt", shortlist, args.threads, batch=64)

@@ -49,7 +49,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from pyfastdec.model_dir import encoder_digest, file_digest
+from pyfastdec.model_dir import ModelDir, encoder_digest, file_digest
 
 from .batching import BucketBatcher
 from .calibrate import calibrate
@@ -319,7 +319,7 @@ def run(args) -> int:
                     sources=str(args.sources.resolve()), host_files=host_files(args.host))
     record_settings(args.run, settings)
 
-    src = source_ids(args.sources, spm_file, host.eos, host.cfg.max_source_len, args.limit or None)
+    src = source_ids(args.sources, ModelDir.load(args.host), args.limit or None)
     if len(src) <= args.held_out:
         raise ValueError(f"{args.sources}: {len(src)} sources (sentences), need more than --held-out {args.held_out}")
     shortlist = (args.host / "shortlist.bin").exists()

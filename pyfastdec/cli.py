@@ -1,4 +1,4 @@
-"""The `fastdec` command: translate, correct, info, bench.
+"""The `fastdec` command: translate, correct, info, bench (convert and train-heads forwarded).
 
 Line discipline of translate/correct: exactly one output line per input line, in input
 order, written only as whole lines (so a pipe cut short or a Ctrl-C leaves complete
@@ -313,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", help="version, CPU and ISA, threads, the default models and the strategy "
                                     "that runs; with -m a model summary")
     p.add_argument("-m", "--model", metavar="MODEL", help="summarise this model directory")
+    p.add_argument("model_path", nargs="?", metavar="MODEL", help="the same as -m MODEL")
     p.add_argument("--drafter", metavar="DIR", help="with -m: the GAD drafter that would run beside it")
     p.set_defaults(run=run_info)
 
@@ -332,7 +333,21 @@ def build_parser() -> argparse.ArgumentParser:
                             "fastdec convert --help for the details")
     p.add_argument("convert_args", nargs=argparse.REMAINDER)
     p.set_defaults(run=run_convert)
+
+    # Likewise its own parser (pyfastdec/training/heads_command.py), which needs torch only
+    # once it trains: --help and the missing-torch line work without it.
+    p = sub.add_parser("train-heads", add_help=False,
+                       help="train blockwise proposal heads for a model directory on your source text (needs "
+                            "pip install \"pyfastdec[train]\"); fastdec train-heads --help for the details")
+    p.add_argument("train_args", nargs=argparse.REMAINDER)
+    p.set_defaults(run=run_train_heads)
     return parser
+
+
+def run_train_heads(args) -> int:
+    from pyfastdec.training.heads_command import main as train_heads_main
+
+    return train_heads_main(args.train_args, prog=f"{PROG} train-heads")
 
 
 def run_convert(args) -> int:
@@ -443,6 +458,10 @@ def run_info(args) -> int:
     for role, name in DEFAULT_MODELS.items():
         path = packaged_model_path(name)
         lines.append(f"default {role} model: {path} ({'installed' if path.is_dir() else 'not installed'})")
+    if args.model_path and args.model and args.model_path != args.model:
+        raise CliError(f"info: two models given, -m {args.model} and {args.model_path} (expected one)",
+                       EXIT_BAD_INPUT)
+    args.model = args.model or args.model_path
     if args.drafter and not args.model:
         raise CliError("info: --drafter needs -m MODEL (the verifier it would draft for)", EXIT_BAD_INPUT)
     if args.model:
@@ -503,6 +522,8 @@ def _main(argv: Optional[list[str]]) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["convert"]:  # forwarded whole: REMAINDER would not take a leading --help
         return run_convert(argparse.Namespace(convert_args=argv[1:]))
+    if argv[:1] == ["train-heads"]:
+        return run_train_heads(argparse.Namespace(train_args=argv[1:]))
     try:
         parser = build_parser()
         args = parser.parse_args(argv)

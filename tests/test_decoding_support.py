@@ -257,10 +257,10 @@ class HeadsCorrector(RuleCorrector):
 
 def heads_dirs(directory: Path, heads: int = 3, steps: int = 300) -> dict[str, Path]:
     """The tiny trained (attention) verifier with K proposal heads trained by
-    export.train_heads on its own greedy outputs: {"float32": dir, "int8": dir}. The
+    fastdec train-heads on its own greedy outputs: {"float32": dir, "int8": dir}. The
     sources are task sentences as text (the tiny vocabulary's pieces)."""
-    from export.train_heads import main as train_heads
     from export.vocab import load_vocab
+    from pyfastdec.training.heads_command import main as train_heads
 
     spm = tiny_spm(directory / "spm.model")
     sp = load_vocab(spm)

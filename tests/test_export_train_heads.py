@@ -7,13 +7,14 @@ invocations fail in one line."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from test_decoding_support import heads_dirs
 
 from export.tiny_task import task_sources
-from export.train_heads import main as train_heads
-from export.train_heads import targets
+from pyfastdec.training.heads import targets
+from pyfastdec.training.heads_command import main as train_heads
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import greedy
 from pyfastdec.model_dir import ModelDir
@@ -32,6 +33,10 @@ def test_targets_are_the_tokens_two_to_k_plus_one_places_ahead():
     assert targets([[10, 11, 12]], 3, eos=3).tolist() == [
         [11, 12, 3], [12, 3, -100], [3, -100, -100], [-100, -100, -100]]
     assert targets([[], [9]], 2, eos=3).tolist() == [[-100, -100], [3, -100], [-100, -100]]
+    # Cut at its length limit, an output has no EOS to predict: the verifier would go on.
+    assert targets([[10, 11, 12], [9]], 3, eos=3, cut=[True, False]).tolist() == [
+        [11, 12, -100], [12, -100, -100], [-100, -100, -100], [-100, -100, -100], [3, -100, -100],
+        [-100, -100, -100]]
 
 
 @pytest.mark.parametrize("kind", ["float32", "int8"])
@@ -75,11 +80,12 @@ def test_a_second_run_resumes_training_and_reuses_the_cache(dirs, capsys):
     run = made["float32"].with_name(made["float32"].name + ".run")
     greedy_file = run / "greedy.txt"
     stamp = greedy_file.stat().st_mtime_ns, (run / "states.f16").stat().st_mtime_ns
+    shutil.rmtree(made["float32"])  # an existing --out is refused; the run directory is what resumes
     rc = train_heads([str(root / "plain" / "float32"), "--sources", str(root / "sources.txt"), "--out",
                       str(made["float32"]), "--heads", "3", "--hidden", "16", "--steps", "400", "--batch", "128",
                       "--held-out", "60", "--threads", "1", "--save-every", "100"])
     assert rc == 0
-    printed = capsys.readouterr().out
+    printed = capsys.readouterr().err
     assert "resumed at step 300" in printed and "greedy: " not in printed and "states: " not in printed
     assert (greedy_file.stat().st_mtime_ns, (run / "states.f16").stat().st_mtime_ns) == stamp
     assert (run / "log.txt").read_text().splitlines()[-1].startswith("step 400 ")
@@ -92,7 +98,7 @@ def test_bad_invocations_fail_in_one_line(dirs, tmp_path, capsys):
 
     def fails(*args) -> str:
         assert train_heads([str(plain), "--sources", str(sources), "--threads", "1", *args]) == 1
-        out = capsys.readouterr().out.strip()
+        out = capsys.readouterr().err.strip()
         assert len(out.splitlines()) == 1
         return out
 

@@ -16,6 +16,7 @@ from export.train_heads import source_ids
 from export.train_joint import main as train_joint
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import blockwise, greedy
+from pyfastdec.model_dir import ModelDir
 from pyfastdec.model_dir.safetensors_io import read_header
 
 STEPS = 150
@@ -36,7 +37,7 @@ def made(tmp_path_factory):
 
 
 def held_out(root, model_dir):
-    return source_ids(root / "sources.txt", model_dir / "spm.model", 3, 128, None)[-60:]
+    return source_ids(root / "sources.txt", ModelDir.load(model_dir), None)[-60:]
 
 
 def tensors(path):

@@ -39,24 +39,38 @@ def runtime_site(into: Path) -> Path:
     return into
 
 
-def test_int8_and_shortlist_conversion_from_the_wheel(tmp_path):
-    # Built from a copy: pip's in-tree build would leave build/ (and its CMake cache) in the checkout.
+def build_wheel(tmp_path: Path) -> Path:
+    """The wheel of this checkout, built from a copy of it: pip's in-tree build would leave
+    build/ (and its CMake cache) in the checkout."""
     source = shutil.copytree(ROOT, tmp_path / "source", ignore=shutil.ignore_patterns(
         ".git", "build", "*.egg-info", "*.so", "__pycache__", ".venv", ".pytest_cache"))
     wheels = tmp_path / "wheels"
-    # This environment's build tools when it has them; else pip fetches them (build isolation).
-    isolation = [] if importlib.util.find_spec("pybind11") is None else ["--no-build-isolation"]
+    # This environment's build tools when it has them all; else pip fetches them (build
+    # isolation). pybind11 alone, without scikit-build-core, failed the build.
+    tools = ("pybind11", "scikit_build_core")
+    isolation = ["--no-build-isolation"] if all(importlib.util.find_spec(m) for m in tools) else []
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-q", "-w", str(wheels),
                     str(source)], check=True, timeout=3000)
-    wheel = next(wheels.glob("pyfastdec-*.whl"))
+    return next(wheels.glob("pyfastdec-*.whl"))
+
+
+def fresh_venv(tmp_path: Path) -> tuple[Path, dict, Path]:
+    """(venv directory, environment, working directory outside any checkout): a virtual
+    environment without system site-packages, and an environment with nothing of this
+    one or of the checkout on the path (pip would take a pyfastdec found there as
+    already installed)."""
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True, system_site_packages=False)
-    python = env_dir / "bin" / "python"
-    # Nothing of this environment or checkout on the path (pip would take a pyfastdec found
-    # there as already installed).
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     work = tmp_path / "elsewhere"
     work.mkdir()
+    return env_dir, env, work
+
+
+def test_int8_and_shortlist_conversion_from_the_wheel(tmp_path):
+    wheel = build_wheel(tmp_path)
+    env_dir, env, work = fresh_venv(tmp_path)
+    python = env_dir / "bin" / "python"
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True,
                    timeout=600, cwd=work, env=env)
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],

@@ -8,10 +8,11 @@
 - checksums.py        config.json "checksum": digests, content checks, what writers record
 - loader.py           ModelDir.load: a whole directory validated, weights memory-mapped
 - shared_encoder.py   encoder digests, and models that read another model's encoder
+- heads_verifier.py   proposal heads and the model they were trained for (heads.verifier)
 - errors.py           ModelDirError and the wording of refusals
 
 Only numpy, sentencepiece and the standard library are used (pyfastdec's run-time
-dependencies); the training-side writer lives in export/writer.py. This module only
+dependencies); the training-side writer lives in pyfastdec/training/writer.py. This module only
 re-exports the names the rest of the tree imports from the package.
 """
 from pyfastdec.model_dir.checksums import (CHECKSUM_CONFIG, check_shortlist_content, checksum_keys, config_digest,

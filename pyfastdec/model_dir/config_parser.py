@@ -213,8 +213,12 @@ def _parse_heads(r: _ConfigReader, value: Any, arch: str) -> Optional[ProposalHe
         raise r.fail("heads", f"{_show(value)} (expected no heads: only arch \"transformer\" has proposal heads)")
     if not isinstance(value, dict):
         raise r.fail("heads", f"{_show(value)} (expected {expected})")
-    r.only(value, ("count", "hidden"), "heads.")
-    return ProposalHeads(r.integer(value, "count", "heads."), r.integer(value, "hidden", "heads."))
+    r.only(value, ("count", "hidden", "verifier"), "heads.")
+    verifier = value.get("verifier")
+    if verifier is not None and (not isinstance(verifier, str) or not DIGEST.fullmatch(verifier)):
+        raise r.fail("heads.verifier", f"{_show(verifier)} (expected \"sha256:\" and 64 hex digits: the digest "
+                                       f"of the model the heads were trained for)")
+    return ProposalHeads(r.integer(value, "count", "heads."), r.integer(value, "hidden", "heads."), verifier)
 
 
 def _parse_checksum(r: _ConfigReader, value: Any, keys: tuple[str, ...]) -> dict[str, str]:

@@ -53,6 +53,8 @@ class ProposalHeads:
 
     count: int
     hidden: int
+    # "sha256:..." of the network they were trained on (heads_verifier.py); None: unchecked.
+    verifier: Optional[str] = None
 
 
 @dataclass(frozen=True)

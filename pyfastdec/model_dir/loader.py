@@ -23,6 +23,7 @@ from pyfastdec.model_dir.config_parser import read_config
 from pyfastdec.model_dir.config_schema import ModelConfig
 from pyfastdec.model_dir.errors import ModelDirError, require_file as _require_file
 from pyfastdec.model_dir.foreign_models import convert_first
+from pyfastdec.model_dir.heads_verifier import check_heads_verifier
 from pyfastdec.model_dir.layout import CONFIG_FILE, SPM_FILE, WEIGHTS_FILE
 from pyfastdec.model_dir.tensor_schema import check_tensors, check_values
 from pyfastdec.model_dir.tokenizer_files import check_tokenizer
@@ -73,4 +74,6 @@ class ModelDir:
             raise ModelDirError(f"{weights_path}: (file): unreadable ({err.strerror})") from None
 
         files = check_tokenizer(path, config, config_path)
-        return cls(path, config, tensors, files.get(SPM_FILE), files)
+        loaded = cls(path, config, tensors, files.get(SPM_FILE), files)
+        check_heads_verifier(loaded)
+        return loaded
