@@ -49,7 +49,9 @@ import shutil
 import time
 from pathlib import Path
 
-from . import choose_bild, choose_block, choose_margin, distill, prune, shortlist, train, train_heads, train_shared, \
+from pyfastdec.training.heads_command import main as train_heads_main
+
+from . import choose_bild, choose_block, choose_margin, distill, prune, shortlist, train, train_shared, \
     uagec, write
 from .data import corpus_path
 from .recipes import get_recipe
@@ -279,12 +281,13 @@ class Builder:
         staging = plain.with_name(plain.name + ".heads.tmp")
         held_out = min(500, sum(1 for _ in corpus_lines("train", "en")) // 10)  # the rest trains
         log(f"proposal heads for {name}")
-        rc = train_heads.main([str(plain), "--sources", str(corpus_path("train", "en", "multi30k")),
+        shutil.rmtree(staging, ignore_errors=True)  # an interrupted build's: the command refuses an existing --out
+        rc = train_heads_main([str(plain), "--sources", str(corpus_path("train", "en", "multi30k")),
                                "--run", str(self.runs / f"heads-{name}"), "--out", str(staging),
                                "--heads", str(count), "--steps", str(steps), "--held-out", str(held_out),
                                "--threads", str(self.threads)])
         if rc != 0:
-            raise RuntimeError(f"export.train_heads failed for {name} (exit {rc})")
+            raise RuntimeError(f"train-heads failed for {name} (exit {rc})")
         shutil.rmtree(plain)
         staging.rename(plain)
         return plain

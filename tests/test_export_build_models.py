@@ -1,6 +1,7 @@
 """export.build_models end to end on a synthetic corpus with tiny recipes: teacher,
 native-engine distillation, warm-started students and drafter, int8 + shortlist."""
 import json
+import re
 import os
 import struct
 
@@ -47,7 +48,10 @@ def test_builds_the_en_de_family(corpus, tmp_path):  # noqa: F811
     assert json.loads((drafter / "config.json").read_text())["encoder"] == {"layers": [],
                                                                            "shared": encoder_digest(student)}
     assert not (drafter / "shortlist.bin").exists() and (runs / "separate" / "en-de-drafter").is_dir()
-    assert json.loads((student / "config.json").read_text())["heads"] == {"count": 2, "hidden": 32}
+    heads = json.loads((student / "config.json").read_text())["heads"]
+    # heads.verifier (checked at load against the weights, tests/test_train_heads_command.py)
+    assert {k: v for k, v in heads.items() if k != "verifier"} == {"count": 2, "hidden": 32}
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", heads["verifier"])
     assert json.loads((runs / "heads-en-de" / "eval.json").read_text())["blockwise_check"]["equal_to_greedy"] == 8
     assert json.loads((drafter / "config.json").read_text())["block_size"] in (2, 3)  # chosen on val
     assert not list(models.glob("*.tmp"))
