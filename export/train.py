@@ -367,11 +367,13 @@ def main(argv=None) -> None:
                         averaged=[p.name for p in keep], recipe=args.recipe, spm=spm_bytes)
         evals["averaged"] = avg
         log(f"averaged {', '.join(p.name for p in keep)} -> averaged.pt")
+    known_val = {}
     if (out / "best.pt").exists():
-        evals["best"] = torch.load(out / "best.pt", map_location="cpu", weights_only=False)["model"]
+        best = torch.load(out / "best.pt", map_location="cpu", weights_only=False)
+        evals["best"], known_val["best"] = best["model"], best["val_bleu"]  # scored when it was saved
     for name, sd in evals.items():
         model.load_state_dict(sd)
-        res = {"val": score(model, sp, val_pairs)[0]}
+        res = {"val": known_val[name] if name in known_val else score(model, sp, val_pairs)[0]}
         for test in [] if args.no_test else recipe["test_sets"]:
             value, hyps = score(model, sp, load_pairs(test, recipe["src"], recipe["tgt"], recipe["corpus"]))
             res[test] = value
