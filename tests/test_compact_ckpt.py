@@ -33,3 +33,18 @@ def test_pack_unpack_gives_the_int8_weights_of_the_original(tmp_path, monkeypatc
     for name, value in state.items():
         if value.dim() != 2:
             assert torch.equal(back["model"][name], value.float()), name
+
+
+def test_build_models_from_refuses_what_is_not_a_checkpoint(tmp_path, capsys):
+    from export import build_models
+
+    (tmp_path / "empty").mkdir()
+    for path, says in ((tmp_path / "missing.pt", "no such file or folder"), (tmp_path / "empty", "no meta.json")):
+        try:
+            build_models.main(["uk-gec-base", "--from", str(path), "--runs", str(tmp_path / "runs")])
+        except SystemExit as err:
+            assert err.code == 2
+        else:
+            raise AssertionError("accepted")
+        msg = capsys.readouterr().err.strip().splitlines()[-1]
+        assert f"--from {path}" in msg and says in msg and "expected" in msg
