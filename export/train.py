@@ -159,7 +159,8 @@ def main(argv=None) -> None:
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the model trains")
     ap.add_argument("--batch-tokens", type=int, default=0, help="tokens per batch instead of the recipe's "
                     "(changes the batches, so a run keeps one value)")
-    ap.add_argument("--compile", action="store_true", help="torch.compile the training forward pass")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the training forward pass (it compiles "
+                    "again for new bucket shapes until it goes dynamic: for runs of hours, not a 5-minute device call)")
     ap.add_argument("--checkpoint-minutes", type=float, default=0.0,
                     help="also checkpoint the running epoch every this many training minutes (0: epoch ends only)")
     ap.add_argument("--no-test", action="store_true", help="final evaluation on val only, not the recipe's test "

@@ -86,51 +86,12 @@ print(max((res[n]["val"], str(run / f"{n}.pt")) for n in ("averaged", "best") if
 EOF
 }
 
-INIT=()
-if [ -f "$CARRY/init/meta.json" ]; then  # a model packed by an earlier call
-    $PY -m export.compact_ckpt unpack "$CARRY/init" "$WORK/carried.pt"
-    INIT=(--init "$WORK/carried.pt")
-    carried_recipe=$($PY -c "import json; print(json.load(open('$CARRY/init/meta.json'))['recipe'])")
-    echo "== carried-in model of recipe $carried_recipe"
-fi
-
-left=$(( BUDGET - $(elapsed) - RESERVE - 2 * EVAL_S ))
-synth_secs=$($PY -c "print(int($left * $SYNTH_SHARE))")
-FINAL=""
-if [ "${carried_recipe:-}" = "$FT_RECIPE" ]; then
-    echo "== carried model is fine-tuned already: fine-tuning goes on"
-else
-    # (3) pretraining on synthetic errors (vocabulary: the carried one, trained here on the same corpus)
-    if [ -f "$CARRY/spm.model" ] && [ ! -f "$WORK/synth-run/spm.model" ] && [ ${#INIT[@]} -eq 0 ] \
-        && $PY -c "import sys, sentencepiece as s; from export.recipes import get_recipe
-sys.exit(s.SentencePieceProcessor(model_file=sys.argv[1]).vocab_size() != get_recipe(sys.argv[2])['vocab_size'])" \
-            "$CARRY/spm.model" "$SYNTH_RECIPE"; then  # (a tiny dry-run recipe trains its own)
-        mkdir -p "$WORK/synth-run" && cp "$CARRY/spm.model" "$WORK/synth-run/spm.model"
-        if [ -f "$CARRY/synth.md5" ]; then  # the corpus the carried spm.model was trained on
-            sums=$(realpath "$CARRY/synth.md5")
-            (cd "$FASTDEC_GEC_SYNTH" && md5sum -c --quiet "$sums") \
-                || echo "== WARNING: the synthetic corpus differs from the one spm.model was trained on"
-        fi
-    fi
-    if stage "$SYNTH_RECIPE" "$WORK/synth-run" "$synth_secs" --no-test "${INIT[@]}"; then
-        INIT=(--init "$(chosen "$WORK/synth-run")")
-        FINAL=$WORK/synth-run
-    fi
-fi
-echo "== pretraining done at $(elapsed)s"
-
-# (4) fine-tuning on UA-GEC (its own run folder: --init applies to a fresh --out only)
-ft_secs=$(( BUDGET - $(elapsed) - RESERVE - EVAL_S ))
-if stage "$FT_RECIPE" "$WORK/ft-run" "$ft_secs" "${INIT[@]}"; then
-    FINAL=$WORK/ft-run
-fi
-echo "== fine-tuning done at $(elapsed)s"
-
-# (5) what comes back
-if [ -n "$FINAL" ]; then
-    $PY -m export.compact_ckpt pack "$(chosen "$FINAL")" "$OUT/model"
-fi
-$PY - "$WORK" "$OUT" <<'EOF'
+collect() {  # collect RUN: its chosen checkpoint packed to $OUT/model (whole or not at all), the reports
+    local run=$1
+    rm -rf "$OUT/model.tmp"
+    $PY -m export.compact_ckpt pack "$(chosen "$run")" "$OUT/model.tmp"
+    rm -rf "$OUT/model" && mv "$OUT/model.tmp" "$OUT/model"
+    $PY - "$WORK" "$OUT" <<'EOF'
 import json, sys
 from pathlib import Path
 work, out = Path(sys.argv[1]), Path(sys.argv[2])
@@ -150,5 +111,48 @@ with open(out / "throughput.txt", "w") as f:
         print(line)
         f.write(line + "\n")
 EOF
+}
+
+INIT=()
+if [ -f "$CARRY/init/meta.json" ]; then  # a model packed by an earlier call
+    $PY -m export.compact_ckpt unpack "$CARRY/init" "$WORK/carried.pt"
+    INIT=(--init "$WORK/carried.pt")
+    carried_recipe=$($PY -c "import json; print(json.load(open('$CARRY/init/meta.json'))['recipe'])")
+    echo "== carried-in model of recipe $carried_recipe"
+fi
+
+left=$(( BUDGET - $(elapsed) - RESERVE - 2 * EVAL_S ))
+synth_secs=$($PY -c "print(int($left * $SYNTH_SHARE))")
+if [ "${carried_recipe:-}" = "$FT_RECIPE" ]; then
+    echo "== carried model is fine-tuned already: fine-tuning goes on"
+else
+    # (3) pretraining on synthetic errors (vocabulary: the carried one, trained here on the same corpus)
+    if [ -f "$CARRY/spm.model" ] && [ ! -f "$WORK/synth-run/spm.model" ] && [ ${#INIT[@]} -eq 0 ] \
+        && $PY -c "import sys, sentencepiece as s; from export.recipes import get_recipe
+sys.exit(s.SentencePieceProcessor(model_file=sys.argv[1]).vocab_size() != get_recipe(sys.argv[2])['vocab_size'])" \
+            "$CARRY/spm.model" "$SYNTH_RECIPE"; then  # (a tiny dry-run recipe trains its own)
+        mkdir -p "$WORK/synth-run" && cp "$CARRY/spm.model" "$WORK/synth-run/spm.model"
+        if [ -f "$CARRY/synth.md5" ]; then  # the corpus the carried spm.model was trained on
+            sums=$(realpath "$CARRY/synth.md5")
+            (cd "$FASTDEC_GEC_SYNTH" && md5sum -c --quiet "$sums") \
+                || echo "== WARNING: the synthetic corpus differs from the one spm.model was trained on"
+        fi
+    fi
+    if stage "$SYNTH_RECIPE" "$WORK/synth-run" "$synth_secs" --no-test "${INIT[@]}"; then
+        INIT=(--init "$(chosen "$WORK/synth-run")")
+        collect "$WORK/synth-run"
+    fi
+fi
+echo "== pretraining done at $(elapsed)s"
+
+# (4) fine-tuning on UA-GEC (its own run folder: --init applies to a fresh --out only)
+ft_secs=$(( BUDGET - $(elapsed) - RESERVE - EVAL_S ))
+if stage "$FT_RECIPE" "$WORK/ft-run" "$ft_secs" "${INIT[@]}"; then
+    collect "$WORK/ft-run"
+fi
+echo "== fine-tuning done at $(elapsed)s"
+
+# (5) what came back is written after each stage (collect): a call killed later still returns a model
 echo "== done at $(elapsed)s of ${BUDGET}s"
 ls -la "$OUT" "$OUT/model" 2>/dev/null || true
+sleep 1  # tee's last lines reach train.log before the tool collects $OUT
