@@ -28,6 +28,14 @@ to --runs (outside the repository); only the final model directories go to --mod
                  outputs (export.train_shared little --shape 1,128), 18,300 steps: 6
                  minutes on one GPU with --device cuda, about 2 hours on 2 CPU cores;
                  its fallback/rollback thresholds chosen on val (export/choose_bild.py)
+  uk-gec-base    the base-size correction model (issue 29): recipe uk-gec-base-synth, then
+                 uk-gec-base from it (both with --device; a GPU's work:
+                 tools/device/train_uk_gec_base.sh), or --from the checkpoint a device call
+                 returned (export.compact_ckpt folder, or a .pt); then on the CPU: int8
+                 (scales calibrated on val), the GEC shortlist, the edit margin
+                 (choose_margin) and the repetition guard (choose_guard, a report) on val.
+                 Written to ~/.cache/pyfastdec/models/uk-gec-base unless --models is given:
+                 ~37 MB, too large for the wheel and for the 64 MiB a device call carries
   uk-gec         the Ukrainian correction model (UA-GEC gec-only corpus, export.uagec); int8;
                  an IBM-1 shortlist on the UA-GEC training pairs in which every source piece
                  lists itself (GEC_SHORTLIST); its edit margin chosen on val
@@ -51,8 +59,8 @@ from pathlib import Path
 
 from pyfastdec.training.heads_command import main as train_heads_main
 
-from . import choose_bild, choose_block, choose_margin, distill, prune, shortlist, train, train_shared, \
-    uagec, write
+from . import choose_bild, choose_block, choose_guard, choose_margin, compact_ckpt, distill, prune, shortlist, train, \
+    train_shared, uagec, write
 from .data import corpus_path
 from .recipes import get_recipe
 
@@ -98,7 +106,16 @@ LITTLE_SHAPE = "1,128"
 BIG, LITTLE = "en-de-big", "en-de-little"
 # Training budgets in minutes per recipe (all runs of a stage together; 2 cores).
 MINUTES = {"teacher-en-de": 150, "student-en-de-ssru": 25, "student-en-de-attn": 25, "drafter-en-de": 25,
-           "uk-gec": 90}
+           "uk-gec": 90, "uk-gec-base-synth": 6, "uk-gec-base": 2}
+# uk-gec-base: its two recipes, and where the model goes (not models/: ~37 MB).
+GEC_BASE, GEC_BASE_SYNTH = "uk-gec-base", "uk-gec-base-synth"
+
+
+def gec_base_home() -> Path:
+    """$XDG_CACHE_HOME (default ~/.cache)/pyfastdec/models: where uk-gec-base is written."""
+    import os
+
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pyfastdec" / "models"
 
 
 def log(msg: str) -> None:
@@ -116,7 +133,7 @@ class Builder:
                  heads: dict[str, tuple[int, int]] | None = None,
                  pruning: dict[str, tuple[str, float, float]] | None = None,
                  shared_minutes: dict[str, float] | None = None, shared_steps: dict[str, int] | None = None,
-                 device: str = "cpu"):
+                 device: str = "cpu", gec_base_from: Path | None = None, gec_base_home: Path | None = None):
         self.runs, self.models, self.threads, self.minutes = runs, models, threads, minutes
         self.recipes = dict(recipes or RECIPE_OF)
         self.train_args = list(train_args)
@@ -125,6 +142,7 @@ class Builder:
         self.shared_minutes = dict(SHARED_MINUTES if shared_minutes is None else shared_minutes)
         self.shared_steps = dict(SHARED_STEPS if shared_steps is None else shared_steps)
         self.device = device
+        self.gec_base_from, self.gec_base_home = gec_base_from, gec_base_home
 
     # ------------------------------------------------------------------ stages
     def train(self, name: str, *extra: str) -> Path:
@@ -301,6 +319,37 @@ class Builder:
         choose_margin.main([str(out), "--threads", str(self.threads)])  # decoding.edit_margin, with the shortlist
         return out
 
+    def uk_gec_base(self) -> Path:
+        """uk-gec-base from --from (a device call's export.compact_ckpt folder, or a
+        checkpoint), else trained here on --device (synthetic pretraining, then UA-GEC);
+        then the CPU chain: int8, shortlist, edit margin, guard report."""
+        data = uagec.ensure_corpus()
+        source = self.gec_base_from
+        if source is None:
+            synth = self.train(GEC_BASE_SYNTH, "--device", self.device, "--no-test")
+            ckpt = self.train(GEC_BASE, "--device", self.device, "--init", str(synth))
+        elif source.is_dir():
+            ckpt = self.runs / GEC_BASE / "returned.pt"
+            ckpt.parent.mkdir(parents=True, exist_ok=True)
+            packed = compact_ckpt.unpack(source)
+            log(f"{source}: {packed['recipe']} step {packed['step']} ({packed['source']}) -> {ckpt}")
+            import torch
+
+            torch.save(packed, ckpt)
+        else:
+            ckpt = source
+        out = self.write_int8(ckpt, GEC_BASE, self.gec_base_home or gec_base_home())
+        self.gec_shortlist(out, data)
+        log(f"edit margin for {out.name}")
+        choose_margin.main([str(out), "--threads", str(self.threads)])
+        log(f"repetition guard for {out.name} on val")
+        report = self.runs / GEC_BASE / "guard.json"
+        report.parent.mkdir(parents=True, exist_ok=True)
+        choose_guard.main([str(out), "--threads", str(self.threads), "--report", str(report)])
+        size = sum(f.stat().st_size for f in out.iterdir() if f.is_file()) / 1e6
+        log(f"{out}: {size:.1f} MB{' -- OVER the 40 MB target' if size > 40 else ''}")
+        return out
+
     def gec_shortlist(self, out: Path, data: Path) -> Path:
         """out/shortlist.bin from the UA-GEC training pairs in `data` (GEC_SHORTLIST)."""
         log(f"shortlist for {out.name}")
@@ -329,8 +378,8 @@ class Builder:
         staging.rename(plain)
         return plain
 
-    def write_int8(self, ckpt: Path, name: str) -> Path:
-        out = self.models / name
+    def write_int8(self, ckpt: Path, name: str, home: Path | None = None) -> Path:
+        out = (home or self.models) / name
         staging = out.with_name(out.name + ".tmp")
         shutil.rmtree(staging, ignore_errors=True)
         write.main(["--ckpt", str(ckpt), "--out", str(staging), "--int8", "--calib", "val",
@@ -346,6 +395,8 @@ class Builder:
             return self.distilled()
         if name == "uk-gec":
             return self.uk_gec()
+        if name == GEC_BASE:
+            return self.uk_gec_base()
         if name == BIG:
             return self.big()
         if name == LITTLE:
@@ -390,13 +441,19 @@ def choose_checkpoint(run: Path) -> Path:
 
 
 NAMES = ["teacher-en-de", "distill-en-de", "en-de", "en-de-attn", "en-de-drafter", BIG, LITTLE, "uk-gec"]
+# Built only when named: "all" runs on 2 CPU cores, uk-gec-base needs a GPU or --from.
+OPTIONAL = [GEC_BASE]
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("names", nargs="+", choices=NAMES + ["all"])
+    ap.add_argument("names", nargs="+", choices=NAMES + OPTIONAL + ["all"])
     ap.add_argument("--runs", type=Path, default=Path("/work/runs"), help="training runs and intermediate data")
-    ap.add_argument("--models", type=Path, default=REPO / "models", help="where model directories are written")
+    ap.add_argument("--models", type=Path, default=None, help="where model directories are written (default: "
+                    "the repository's models/; uk-gec-base: ~/.cache/pyfastdec/models)")
+    ap.add_argument("--from", dest="from_", type=Path, default=None, metavar="PATH",
+                    help="uk-gec-base: start from this trained checkpoint (a .pt, or the folder "
+                    "tools/device/train_uk_gec_base.sh returned under $OUT/model) instead of training")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu", help="torch device of the models trained over another's encoder "
                     "(en-de-drafter, en-de-little), e.g. cuda; the rest trains on the CPU")
@@ -408,7 +465,13 @@ def main(argv=None) -> None:
         recipe, _, value = item.partition("=")
         get_recipe(recipe)  # an unknown recipe is an error, not a silently ignored override
         minutes[recipe] = float(value)
-    builder = Builder(args.runs, args.models, args.threads, minutes, device=args.device)
+    if args.from_ is not None and args.from_.is_dir() and not (args.from_ / compact_ckpt.META).is_file():
+        ap.error(f"--from {args.from_}: no {compact_ckpt.META} there; expected the model folder a device call "
+                 "returned (export.compact_ckpt) or a checkpoint .pt")
+    if args.from_ is not None and not args.from_.exists():
+        ap.error(f"--from {args.from_}: no such file or folder; expected a checkpoint .pt or a compact_ckpt folder")
+    builder = Builder(args.runs, args.models or REPO / "models", args.threads, minutes, device=args.device,
+                      gec_base_from=args.from_, gec_base_home=args.models)
     for name in (NAMES if "all" in args.names else args.names):
         log(f"{name} -> {builder.build(name)}")
 

@@ -26,16 +26,17 @@ def _batches(n: int, order: list[int], batch_size: int):
 def greedy(model: Seq2Seq, sources: list[list[int]], batch_size: int = 64, max_len: int | None = None) -> list[list[int]]:
     """Greedy translations (ids without BOS/EOS) of source id lists (each ending in EOS)."""
     model.eval()
+    device = model.output.bias.device  # a model trained on a GPU is evaluated there
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))  # similar lengths batch well
     results: list[list[int]] = [[] for _ in sources]
     for idx in _batches(len(sources), order, batch_size):
-        src = pad_batch([sources[i] for i in idx], model.pad)
+        src = pad_batch([sources[i] for i in idx], model.pad).to(device)
         memory, keep = model.encode(src)
         cache = model.start_cache(memory, keep)
-        limits = torch.tensor([max_len or default_max_len(len(sources[i])) for i in idx])
-        rows = torch.arange(len(idx))  # positions in idx of still-live rows
+        limits = torch.tensor([max_len or default_max_len(len(sources[i])) for i in idx], device=device)
+        rows = torch.arange(len(idx), device=device)  # positions in idx of still-live rows
         out = [[] for _ in idx]
-        tokens = torch.full((len(idx), 1), model.bos, dtype=torch.long)
+        tokens = torch.full((len(idx), 1), model.bos, dtype=torch.long, device=device)
         for t_step in range(int(limits.max())):
             h = model.decode_step(tokens, cache)
             nxt = model.logits(h[:, -1]).argmax(-1)

@@ -1,6 +1,7 @@
 """Synthetic Ukrainian grammatical errors for GEC pretraining (issue 16).
 
     python -m export.gec_noise [--out DIR] [--copies 8]      # default DIR: gec_synth_dir()
+    python -m export.gec_noise --recipe uk-gec-base-synth     # 12 copies, ~/.cache/pyfastdec/uk-gec-base-synth
     python -m export.train --recipe uk-gec-synth --out /work/runs/uk-gec-synth --minutes 150
 
 Clean text: the corrected sides of UA-GEC train (export.uagec; the val and test
@@ -46,14 +47,14 @@ EUPHONY = {"в": "у", "у": "в", "з": "із", "із": "з", "зі": "з", "і
 TOKEN = re.compile(r"\w+(?:['’ʼ\-]\w+)*|\s+|[^\w\s]")
 
 
-def gec_synth_dir() -> Path:
-    """Where the synthetic corpus goes by default: $FASTDEC_GEC_SYNTH, else
-    $XDG_CACHE_HOME (default ~/.cache)/pyfastdec/uk-gec-synth (the uk-gec-synth recipe
-    reads it from there)."""
+def gec_synth_dir(name: str = "uk-gec-synth") -> Path:
+    """Where a synthetic corpus goes by default: $FASTDEC_GEC_SYNTH, else
+    $XDG_CACHE_HOME (default ~/.cache)/pyfastdec/<name> (the recipe of that name reads it
+    from there: uk-gec-synth, uk-gec-base-synth)."""
     env = os.environ.get("FASTDEC_GEC_SYNTH")
     if env:
         return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pyfastdec" / "uk-gec-synth"
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pyfastdec" / name
 
 
 @functools.lru_cache(maxsize=1)
@@ -231,10 +232,17 @@ def main(argv=None) -> None:
     from .uagec import ensure_corpus
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=gec_synth_dir())
-    ap.add_argument("--copies", type=int, default=8)
+    ap.add_argument("--out", type=Path, default=None, help="default: the --recipe's corpus folder")
+    ap.add_argument("--copies", type=int, default=None, help="noisy copies per clean sentence (default: the "
+                    "recipe's synth_copies, else 8)")
+    ap.add_argument("--recipe", default="uk-gec-synth", help="the export.recipes recipe that trains on the corpus")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
+    from .recipes import get_recipe
+
+    recipe = get_recipe(args.recipe)
+    args.out = args.out or Path(recipe["corpus"])
+    args.copies = args.copies or recipe.get("synth_copies", 8)
     corpus = ensure_corpus()
     with gzip.open(corpus / "train.tgt.gz", "rt", encoding="utf-8") as f:
         clean = sorted(set(f.read().splitlines()))  # two annotators' equal targets once

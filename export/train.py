@@ -1,7 +1,19 @@
-"""Train a seq2seq model from a recipe on CPU within a wall-clock budget.
+"""Train a seq2seq model from a recipe within a wall-clock budget, on the CPU or a GPU.
 
     python -m export.train --recipe teacher-en-de --out /work/runs/teacher-en-de \
         --minutes 105 --threads 2
+    python -m export.train --recipe uk-gec-base-synth --out RUN --device cuda --minutes 6 \
+        --checkpoint-minutes 2 --stop-after-minutes 7
+
+--minutes is the budget of all runs of one --out together; --stop-after-minutes caps this
+process alone (data loading included: a device call's slot), after which it stops the
+same clean way: the partial epoch is evaluated and checkpointed, the last checkpoints
+averaged, results.json written. --checkpoint-minutes also writes the running epoch's
+checkpoint every that many minutes without evaluating, so a killed run loses at most that.
+On --device cuda, bf16 autocast is on unless --bf16 off (the recipe's "bf16" is the CPU's
+choice), and the CUDA RNG state is checkpointed with the CPU's: a resumed run repeats the
+uninterrupted one's updates (bit for bit on the CPU; on a GPU as far as its kernels are
+deterministic).
 
 Everything goes to --out (outside the repo): spm.model, train.log lines on stdout,
 checkpoints (epoch{N}.pt, last N kept, plus best.pt), averaged.pt and results.json.
@@ -81,17 +93,27 @@ def score(model: Seq2Seq, sp, pairs: list[tuple[str, str]]) -> tuple[float, list
 
 
 def rng_state() -> dict:
-    return {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # dropout on a GPU draws from its own generator
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
 
 
 def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def epoch_checkpoints(out: Path) -> list[Path]:
     return sorted(out.glob("epoch*.pt"), key=lambda p: int(p.stem[5:]))
+
+
+def cpu_state(model: torch.nn.Module) -> dict:
+    """The model's state_dict on the CPU: checkpoints load anywhere, map_location or not."""
+    return {k: v.detach().cpu() for k, v in model.state_dict().items()}
 
 
 def save_checkpoint(path: Path, **payload) -> None:
@@ -114,8 +136,9 @@ def average_checkpoints(paths: list[Path]) -> dict:
 
 def tokenize_pairs(sp, pairs, max_len):
     out, dropped = [], 0
-    for s, t in pairs:
-        si, ti = sp.encode(s), sp.encode(t)
+    # One call per side (sentencepiece's own loop): ~370k synthetic pairs took minutes one by one.
+    srcs, tgts = sp.encode([s for s, _ in pairs]), sp.encode([t for _, t in pairs])
+    for si, ti in zip(srcs, tgts):
         if len(si) + 1 > max_len or len(ti) + 1 > max_len:
             dropped += 1  # too long for the training shapes; reported, never silent
             continue
@@ -132,7 +155,18 @@ def main(argv=None) -> None:
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many updates (0 = no limit)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--bf16", choices=["recipe", "on", "off"], default="recipe",
-                    help="bf16 autocast (fast only with AMX); default: the recipe's choice")
+                    help="bf16 autocast (on a CPU fast only with AMX); default: on for cuda, else the recipe's choice")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the model trains")
+    ap.add_argument("--batch-tokens", type=int, default=0, help="tokens per batch instead of the recipe's "
+                    "(changes the batches, so a run keeps one value)")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the training forward pass (it compiles "
+                    "again for new bucket shapes until it goes dynamic: for runs of hours, not a 5-minute device call)")
+    ap.add_argument("--checkpoint-minutes", type=float, default=0.0,
+                    help="also checkpoint the running epoch every this many training minutes (0: epoch ends only)")
+    ap.add_argument("--no-test", action="store_true", help="final evaluation on val only, not the recipe's test "
+                    "sets (a pretraining stage whose test figure nobody reads)")
+    ap.add_argument("--stop-after-minutes", type=float, default=0.0,
+                    help="stop cleanly after this many minutes of this process (0: no cap), whatever --minutes says")
     ap.add_argument("--log-every", type=int, default=20)
     ap.add_argument("--train-tgt", type=Path, help="training targets replacing the corpus ones (e.g. distilled), "
                     "line-aligned with the training sources")
@@ -140,12 +174,18 @@ def main(argv=None) -> None:
                     "sentencepiece model, embeddings, encoder and spread decoder layers; only on a fresh --out")
     args = ap.parse_args(argv)
 
+    if args.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: torch sees no CUDA device (torch.cuda.is_available() is False); expected a GPU "
+                 "machine, or --device cpu")
+    device = torch.device(args.device)
     torch.set_num_threads(args.threads)
     try:
         torch.set_num_interop_threads(1)
     except RuntimeError:  # already fixed in this process (e.g. by an earlier call in tests)
         pass
     recipe = get_recipe(args.recipe)
+    if args.batch_tokens:
+        recipe["batch_tokens"] = args.batch_tokens
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     wall_start = time.time()
@@ -173,7 +213,7 @@ def main(argv=None) -> None:
     torch.manual_seed(args.seed)
     random.seed(args.seed)
     np.random.seed(args.seed)
-    model = build_model(recipe, sp.vocab_size())
+    model = build_model(recipe, sp.vocab_size()).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=recipe["lr"], betas=tuple(recipe["betas"]), eps=recipe["eps"])
     log(f"model {recipe['arch']} params {count_parameters(model):,}; config {json.dumps(model.cfg.to_json())}")
     step, epoch, spent, best_bleu, history = 0, 0, 0.0, -1.0, []
@@ -184,7 +224,7 @@ def main(argv=None) -> None:
     skip_batches = 0  # batches of `epoch + 1` already trained (resuming a partial epoch)
     ckpts = epoch_checkpoints(out)
     if ckpts:
-        state = torch.load(ckpts[-1], map_location="cpu", weights_only=False)
+        state = torch.load(ckpts[-1], map_location="cpu", weights_only=False)  # a run may move between devices
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         step, epoch, spent = state["step"], state["epoch"], state["spent_seconds"]
@@ -205,16 +245,22 @@ def main(argv=None) -> None:
     batcher = BucketBatcher(train_ids, recipe["batch_tokens"], model.pad, model.bos, model.eos)
     log(f"{len(batcher.buckets)} length buckets; {len(batcher.epoch(0))} batches per epoch")
     budget = args.minutes * 60.0
-    use_bf16 = recipe.get("bf16", False) if args.bf16 == "recipe" else args.bf16 == "on"
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_bf16)
-    log(f"bf16 autocast {'on' if use_bf16 else 'off'}; {args.threads} threads; budget {args.minutes:.0f} min")
+    if args.bf16 == "recipe":
+        use_bf16 = device.type == "cuda" or recipe.get("bf16", False)
+    else:
+        use_bf16 = args.bf16 == "on"
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16)
+    forward = torch.compile(model) if args.compile else model  # the same parameters; state_dict names unchanged
+    log(f"device {device}; bf16 autocast {'on' if use_bf16 else 'off'}; {args.threads} threads; "
+        f"{recipe['batch_tokens']} tokens per batch; budget {args.minutes:.0f} min"
+        + (f", this process {args.stop_after_minutes:.1f} min" if args.stop_after_minutes else ""))
     spm_bytes = spm_path.read_bytes()
     metric = "block acc" if recipe["arch"] == "nat-drafter" else "BLEU"
 
     def checkpoint(name: str, batches_in_epoch: int) -> Path:
         """batches_in_epoch: 0 when `epoch` is complete, else how many of its batches are done."""
         path = out / name
-        save_checkpoint(path, model=model.state_dict(), optimizer=opt.state_dict(), step=step, epoch=epoch,
+        save_checkpoint(path, model=cpu_state(model), optimizer=opt.state_dict(), step=step, epoch=epoch,
                         batches_in_epoch=batches_in_epoch, spent_seconds=spent, best_bleu=best_bleu,
                         history=history, rng=rng_state(), block_gen=block_gen.get_state(),
                         config=model.cfg.to_json(), recipe=args.recipe, spm=spm_bytes)
@@ -222,14 +268,18 @@ def main(argv=None) -> None:
 
     out_of_time = False
     clock = TrainingClock(spent)  # wall time, less the time the process was stopped
+    process_end = wall_start + args.stop_after_minutes * 60.0 if args.stop_after_minutes else math.inf
+    last_checkpoint = spent
+    run_tokens, run_seconds = 0, 0.0  # this process's training throughput (evaluations left out)
     while not out_of_time and not (args.max_steps and step >= args.max_steps):
         epoch += 1
         model.train()
         t_log, tok_log, loss_sum, loss_tok = time.time(), 0, 0.0, 0
+        t_step = time.time()
         batches = batcher.epoch(args.seed * 100003 + epoch)
         done_batches = skip_batches
         for bi in range(skip_batches, len(batches)):
-            b = batcher.make(*batches[bi])
+            b = batcher.make(*batches[bi]).to(device)
             for g in opt.param_groups:
                 g["lr"] = lr_at(step + 1, recipe)
             with autocast:
@@ -237,7 +287,7 @@ def main(argv=None) -> None:
                     k = block_sizes[int(torch.randint(len(block_sizes), (1,), generator=block_gen))]
                     loss, n_tok = block_loss(model, b, k, recipe["label_smoothing"], block_gen)
                 else:
-                    logits = model(b.src, b.tgt_in)
+                    logits = forward(b.src, b.tgt_in)
                     loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), b.tgt_out.view(-1),
                                            ignore_index=model.pad, label_smoothing=recipe["label_smoothing"],
                                            reduction="sum")
@@ -247,21 +297,33 @@ def main(argv=None) -> None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), recipe["clip_norm"])
             opt.step()
             step += 1
-            loss_sum += loss.item()
+            loss_sum += loss.detach().float()  # summed on the device: .item() every step would wait for the GPU
             loss_tok += n_tok
             tok_log += b.n_tgt_tokens
+            run_tokens += b.n_tgt_tokens
             spent = clock.tick()
             if step % args.log_every == 0:
                 now = time.time()
                 rate = tok_log / (now - t_log)
-                log(f"epoch {epoch} batch {bi + 1}/{len(batches)} step {step} loss/tok {loss_sum / loss_tok:.3f} "
+                log(f"epoch {epoch} batch {bi + 1}/{len(batches)} step {step} loss/tok {float(loss_sum) / loss_tok:.3f} "
                     f"lr {lr_at(step, recipe):.2e} tgt tok/s {rate:.0f} spent {spent / 60:.1f} min "
                     f"ETA {max(0.0, budget - spent) / 60:.1f} min")
                 t_log, tok_log, loss_sum, loss_tok = now, 0, 0.0, 0
             done_batches = bi + 1
-            if spent >= budget or (args.max_steps and step >= args.max_steps):
+            if spent >= budget or (args.max_steps and step >= args.max_steps) or time.time() >= process_end:
                 out_of_time = True
                 break
+            if args.checkpoint_minutes and spent - last_checkpoint >= args.checkpoint_minutes * 60.0 \
+                    and done_batches < len(batches):  # an epoch's end checkpoints anyway
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                run_seconds += time.time() - t_step
+                checkpoint(f"epoch{epoch}.pt", done_batches)  # state before batch done_batches + 1; no evaluation
+                log(f"checkpoint inside epoch {epoch} at batch {done_batches}/{len(batches)}, step {step}")
+                last_checkpoint, t_step = spent, time.time()
+        if device.type == "cuda":
+            torch.cuda.synchronize()  # the queued steps belong to training time, not to the evaluation's
+        run_seconds += time.time() - t_step
         skip_batches = 0
         partial = done_batches < len(batches)
         if partial:  # checkpointed like an epoch, so the last minutes count and can resume
@@ -277,19 +339,27 @@ def main(argv=None) -> None:
         best_bleu = max(best_bleu, val_bleu)
         spent = clock.add(time.time() - t0)  # the evaluation, charged whole (stops during it included)
         path = checkpoint(f"epoch{epoch}.pt", done_batches if partial else 0)
+        last_checkpoint = spent
         if is_best:
-            save_checkpoint(out / "best.pt", model=model.state_dict(), config=model.cfg.to_json(), step=step,
+            save_checkpoint(out / "best.pt", model=cpu_state(model), config=model.cfg.to_json(), step=step,
                             epoch=epoch, val_bleu=val_bleu, recipe=args.recipe, spm=spm_bytes)
         for old in epoch_checkpoints(out)[: -recipe["keep_checkpoints"]]:
             old.unlink()
         log(f"epoch {epoch}{' (partial)' if partial else ''} done: step {step} val {metric} {val_bleu:.2f} "
             f"(best {best_bleu:.2f}) "
             f"eval {time.time() - t0:.0f}s -> {path.name}")
-        if spent >= budget:
+        if spent >= budget or time.time() >= process_end:
             out_of_time = True
 
     # ---- averaging and final evaluation
-    results = {"recipe": args.recipe, "metric": metric, "steps": step, "epochs": epoch, "history": history}
+    results = {"recipe": args.recipe, "metric": metric, "steps": step, "epochs": epoch, "history": history,
+               "throughput": {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                              "threads": args.threads, "bf16": use_bf16, "batch_tokens": recipe["batch_tokens"],
+                              "tgt_tokens": run_tokens, "train_seconds": round(run_seconds, 1),
+                              "tgt_tokens_per_s": round(run_tokens / run_seconds) if run_seconds else None}}
+    if run_seconds:
+        log(f"throughput: {run_tokens / run_seconds:.0f} target tokens/s over {run_seconds:.0f} s of training "
+            f"({device}, bf16 {'on' if use_bf16 else 'off'}, {recipe['batch_tokens']} tokens per batch)")
     keep = epoch_checkpoints(out)[-recipe["average_last"]:]
     evals = {}
     if keep:
@@ -298,12 +368,14 @@ def main(argv=None) -> None:
                         averaged=[p.name for p in keep], recipe=args.recipe, spm=spm_bytes)
         evals["averaged"] = avg
         log(f"averaged {', '.join(p.name for p in keep)} -> averaged.pt")
+    known_val = {}
     if (out / "best.pt").exists():
-        evals["best"] = torch.load(out / "best.pt", map_location="cpu", weights_only=False)["model"]
+        best = torch.load(out / "best.pt", map_location="cpu", weights_only=False)
+        evals["best"], known_val["best"] = best["model"], best["val_bleu"]  # scored when it was saved
     for name, sd in evals.items():
         model.load_state_dict(sd)
-        res = {"val": score(model, sp, val_pairs)[0]}
-        for test in recipe["test_sets"]:
+        res = {"val": known_val[name] if name in known_val else score(model, sp, val_pairs)[0]}
+        for test in [] if args.no_test else recipe["test_sets"]:
             value, hyps = score(model, sp, load_pairs(test, recipe["src"], recipe["tgt"], recipe["corpus"]))
             res[test] = value
             if hyps is not None:
