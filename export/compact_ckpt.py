@@ -26,18 +26,11 @@ from pathlib import Path
 
 import torch
 
+from pyfastdec.training.writer import quantize_embedding
+
 SHARD_BYTES = 15 * 2**20  # under the 16 MiB a returned file may have
 PER_TENSOR = 1024  # torch.save's zip entry and pickle record per tensor, about (measured 500-900 bytes)
 META = "meta.json"
-
-
-def quantize_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """int8 [rows, cols] and float32 [rows] with w ~= q * scale (all-zero rows: scale 1)."""
-    w = w.detach().float()
-    peak = w.abs().amax(dim=1)
-    scale = torch.where(peak > 0, peak / 127.0, torch.ones_like(peak))
-    q = torch.clamp(torch.round(w / scale[:, None]), -127, 127).to(torch.int8)
-    return q, scale
 
 
 def pack(ckpt_path: Path, out: Path) -> list[Path]:
@@ -47,7 +40,8 @@ def pack(ckpt_path: Path, out: Path) -> list[Path]:
     shards: list[dict] = [{}]
     size = 0
     for name, tensor in ckpt["model"].items():
-        entry = quantize_rows(tensor) if tensor.dim() == 2 else (tensor.detach().float().clone(),)
+        # the engine's per-row int8 rule (model_dir/int8_rows.py): an unpacked model exports to the same int8
+        entry = quantize_embedding(tensor) if tensor.dim() == 2 else (tensor.detach().float().clone(),)
         nbytes = sum(t.numel() * t.element_size() + PER_TENSOR for t in entry)
         if size and size + nbytes > SHARD_BYTES:
             shards.append({})

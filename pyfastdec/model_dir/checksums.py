@@ -9,7 +9,9 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
+
+import numpy as np
 
 from pyfastdec.model_dir.config_schema import ModelConfig
 from pyfastdec.model_dir.errors import ModelDirError
@@ -93,3 +95,16 @@ def directory_checksums(path: str | Path, config: dict) -> dict[str, str]:
     if (path / SHORTLIST_FILE).exists():
         out[SHORTLIST_FILE] = file_digest((path / SHORTLIST_FILE).read_bytes())
     return out
+
+
+def tensors_digest(described: dict, tensors: dict[str, np.ndarray], keep: Callable[[str], bool]) -> str:
+    """sha256 over `described` (JSON, sorted keys) and then, in name order, each kept
+    tensor's name, dtype, shape and bytes: the identity of part of a network (heads.verifier,
+    encoder.shared), unchanged by whatever else the directory holds."""
+    h = hashlib.sha256(json.dumps(described, sort_keys=True).encode())
+    for name in sorted(tensors):
+        if keep(name):
+            array = np.ascontiguousarray(tensors[name])
+            h.update(f"{name}:{array.dtype.str}:{list(array.shape)}".encode())
+            h.update(memoryview(array).cast("B"))
+    return "sha256:" + h.hexdigest()

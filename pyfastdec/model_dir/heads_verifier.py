@@ -11,12 +11,10 @@ before it) nothing is checked.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from typing import TYPE_CHECKING
 
-import numpy as np
-
+from pyfastdec.model_dir.checksums import tensors_digest
 from pyfastdec.model_dir.errors import ModelDirError
 from pyfastdec.model_dir.layout import CONFIG_FILE
 
@@ -44,13 +42,7 @@ def verifier_digest(model: "ModelDir") -> str:
         quant.pop("calibration", None)
         quant["activation_scales"] = {name: m for name, m in quant["activation_scales"].items()
                                       if not name.startswith(HEADS_PREFIX)}
-    h = hashlib.sha256(json.dumps(described, sort_keys=True).encode())
-    for name in sorted(model.tensors):
-        if not name.startswith(HEADS_PREFIX):
-            array = np.ascontiguousarray(model.tensors[name])
-            h.update(f"{name}:{array.dtype.str}:{list(array.shape)}".encode())
-            h.update(memoryview(array).cast("B"))
-    return "sha256:" + h.hexdigest()
+    return tensors_digest(described, model.tensors, lambda name: not name.startswith(HEADS_PREFIX))
 
 
 def _plain(value):

@@ -5,12 +5,9 @@ is paired with the host whose encoder it was trained over.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import os
 
-import numpy as np
-
+from pyfastdec.model_dir.checksums import tensors_digest
 from pyfastdec.model_dir.errors import ModelDirError
 from pyfastdec.model_dir.layout import CONFIG_FILE
 from pyfastdec.model_dir.loader import ModelDir
@@ -41,13 +38,8 @@ def encoder_digest(model: "ModelDir | str | os.PathLike") -> str:
     described["layers"] = [dataclasses.astuple(layer) for layer in config.encoder_layers]
     described["scales"] = sorted((name, scale) for name, scale in (quant.activation_scales if quant else {}).items()
                                  if name.startswith("encoder."))
-    h = hashlib.sha256(json.dumps(described, sort_keys=True).encode())
-    for name in sorted(model.tensors):
-        if name.startswith("encoder.") or name in ENCODER_INPUT_TENSORS:
-            array = np.ascontiguousarray(model.tensors[name])
-            h.update(f"{name}:{array.dtype.str}:{list(array.shape)}".encode())
-            h.update(memoryview(array).cast("B"))
-    return "sha256:" + h.hexdigest()
+    return tensors_digest(described, model.tensors,
+                          lambda name: name.startswith("encoder.") or name in ENCODER_INPUT_TENSORS)
 
 
 def check_shared_encoder(host: ModelDir, model: ModelDir, role: str) -> None:

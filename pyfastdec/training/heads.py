@@ -43,7 +43,6 @@ import torch.nn.functional as F
 
 from pyfastdec.decoding.limits import default_max_len
 from pyfastdec.model_dir import CONFIG_FILE, QUANT_DYNAMIC_ACTIVATIONS, WEIGHTS_FILE, ModelDir, load_config_json
-from pyfastdec.model_dir.heads_verifier import verifier_digest
 from pyfastdec.text import clean_text, load_tokenizer, sentence_units
 
 from .batches import by_length, complete_lines, pad_batch
@@ -273,15 +272,15 @@ def evaluate(model, states: np.ndarray, target: np.ndarray, outs: list[list[int]
 
 
 # ----------------------------------------------------------------------------- 5. the model directory
-def write_heads(model_dir: Path, model, out: Path, pairs: list[tuple[list[int], list[int]]]) -> Path:
+def write_heads(model_dir: Path, model, out: Path, pairs: list[tuple[list[int], list[int]]], verifier: str) -> Path:
     """A copy of model_dir with model.heads in it (int8 + activation scales calibrated on
-    `pairs` if model_dir is int8) and heads.verifier naming model_dir's network, rehashed."""
+    `pairs` if model_dir is int8) and heads.verifier = `verifier` (verifier_digest of
+    model_dir, which the caller has loaded already), rehashed."""
     from safetensors import safe_open
     from safetensors.torch import load_file, save_file
 
     from .calibrate import calibrate
 
-    verifier = verifier_digest(ModelDir.load(model_dir))
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(model_dir, tmp)

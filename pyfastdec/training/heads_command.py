@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from pyfastdec.model_dir import ModelDir, ModelDirError
+from pyfastdec.model_dir.heads_verifier import verifier_digest
 
 STAGE_KEYS = ("model", "sources", "limit", "shortlist")  # what greedy.txt and states.f16 depend on
 NEEDS = ("torch", "safetensors")  # the `train` extra
@@ -158,7 +159,7 @@ def run(args, prog: str) -> int:
     print("eval: " + json.dumps(report), file=sys.stderr, flush=True)
 
     pairs = [(src[i][:-1], outs[i]) for i in range(min(split, 512))]
-    stages.write_heads(args.model_dir, model, out, pairs)
+    stages.write_heads(args.model_dir, model, out, pairs, verifier_digest(loaded))
     report["written"] = str(out)
     report["blockwise_check"] = stages.check_blockwise(out, src[split:], shortlist, args.threads, batch=32)
     (run_dir / "eval.json").write_text(json.dumps(report, indent=2) + "\n")
