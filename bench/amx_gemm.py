@@ -20,16 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.kernel_cases import MODEL_KN_VALUES, make_inputs
+from bench.kernel_cases import MODEL_KN_VALUES, make_inputs, quantized
 from bench.kernels import time_call
 
 M_VALUES = [1, 2, 4, 8, 16, 64, 256]
 DEFAULT_ISAS = ["vnni", "amx-tiles", "amx"]
-
-
-def quantized(w: np.ndarray):
-    scale = np.abs(w).max(axis=1) / 127
-    return np.clip(np.rint(w / scale[:, None]), -127, 127).astype(np.int8), scale.astype(np.float32)
 
 
 def measure(shapes, m_values, isas, repeats):

@@ -47,12 +47,16 @@ def make_inputs(M, K, N, seed=0):
     return a, w
 
 
+def quantized(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row int8 weights and float32 scales of a float weight matrix [N, K]."""
+    scale = np.abs(w).max(axis=1) / 127
+    return np.clip(np.rint(w / scale[:, None]), -127, 127).astype(np.int8), scale.astype(np.float32)
+
+
 def fastdec_int8(a, w):
     from pyfastdec import kernels
 
-    scale = np.abs(w).max(axis=1) / 127
-    q = np.clip(np.rint(w / scale[:, None]), -127, 127).astype(np.int8)
-    W = kernels.Int8Matrix(q, scale.astype(np.float32))
+    W = kernels.Int8Matrix(*quantized(w))
     out = np.empty((a.shape[0], w.shape[0]), np.float32)
     return lambda: kernels.gemm_i8(a, W, out=out)
 

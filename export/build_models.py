@@ -61,7 +61,7 @@ from pyfastdec.training.heads_command import main as train_heads_main
 
 from . import choose_bild, choose_block, choose_guard, choose_margin, compact_ckpt, distill, prune, shortlist, train, \
     train_shared, uagec, write
-from .data import corpus_path
+from .data import cache_root, corpus_path
 from .recipes import get_recipe
 
 REPO = Path(__file__).resolve().parents[1]
@@ -113,9 +113,7 @@ GEC_BASE, GEC_BASE_SYNTH = "uk-gec-base", "uk-gec-base-synth"
 
 def gec_base_home() -> Path:
     """$XDG_CACHE_HOME (default ~/.cache)/pyfastdec/models: where uk-gec-base is written."""
-    import os
-
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pyfastdec" / "models"
+    return cache_root() / "models"
 
 
 def log(msg: str) -> None:

@@ -15,6 +15,12 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def cache_root() -> Path:
+    """$XDG_CACHE_HOME (an empty one counts as unset), default ~/.cache, then pyfastdec/:
+    where built corpora and models that do not belong in the repository go."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pyfastdec"
+
+
 class DataError(ValueError):
     """A data file that cannot be used as is; the message names file and line."""
 

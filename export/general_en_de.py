@@ -36,7 +36,7 @@ import re
 import unicodedata
 from pathlib import Path
 
-from .data import DataError, corpus_path
+from .data import DataError, cache_root, corpus_path
 from .general_sources import (TEST_SETS, TRAIN_SOURCES, VAL_SOURCE, WRITTEN_TEST_SETS, Files, Source,
                               read_source)
 
@@ -53,8 +53,7 @@ def general_dir() -> Path:
     env = os.environ.get("FASTDEC_GENERAL_EN_DE")
     if env:
         return Path(env)
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "pyfastdec" / "general-en-de"
+    return cache_root() / "general-en-de"
 
 
 def normalise(text: str) -> str:
@@ -163,7 +162,8 @@ def build(files: Files, out: Path, val_size: int = VAL_SIZE, force: bool = False
         pairs = [(en.strip(), de.strip()) for en, de in raw[source.name]]
         for number, (en, de) in enumerate(pairs, start=1):
             if not en or not de:
-                raise DataError(f"test set {source.name}: pair {number} has an empty side")
+                raise DataError(f"test set {source.name} ({source.repo}: {', '.join(source.files)}): pair {number} "
+                                f"has an empty side (expected a sentence on both the English and the German line)")
         held_out |= test_keys(pairs)
         tests[source.name] = dict(_entry(source, files), lines=len(pairs))
     needs_detok = any(s.tokenized for s in (VAL_SOURCE, *TRAIN_SOURCES))

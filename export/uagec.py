@@ -42,7 +42,7 @@ from pathlib import Path
 
 import sacrebleu
 
-from .data import DataError, read_parallel
+from .data import DataError, cache_root, read_parallel
 from .vocab import train_vocab
 
 VAL_MIN_PAIRS = 1000
@@ -63,8 +63,7 @@ def corpus_dir() -> Path:
         version = metadata.version("ua-gec")
     except metadata.PackageNotFoundError:
         version = "missing"  # ensure_corpus says what to install
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "pyfastdec" / f"ua-gec-{version}"
+    return cache_root() / f"ua-gec-{version}"
 
 
 def ensure_corpus(out: Path | None = None, root: Path | None = None, val_min_pairs: int = VAL_MIN_PAIRS) -> Path:

@@ -99,8 +99,6 @@ Isa detected_isa() {
   return Isa::kScalar;
 }
 
-Isa best_implemented_isa() { return detected_isa(); }
-
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::kScalar: return "scalar";

@@ -23,9 +23,6 @@ const CpuFeatures& cpu_features();
 
 // Highest family this CPU and OS can run.
 Isa detected_isa();
-// Highest family with kernels in this build: every family has its own now (AMX's
-// int8 GEMM in isa_amx.cc), so this is detected_isa().
-Isa best_implemented_isa();
 
 const char* isa_name(Isa isa);
 // Parses "scalar|avx2|avx512|vnni|amx"; throws std::invalid_argument otherwise.

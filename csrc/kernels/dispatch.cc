@@ -36,7 +36,7 @@ IsaChoice choose() {
     }
     c.forced = true;
   }
-  c.chosen = std::min({c.requested, c.detected, best_implemented_isa()});
+  c.chosen = std::min(c.requested, c.detected);  // every family has kernels of its own
   return c;
 }
 
@@ -84,7 +84,7 @@ const KernelTable& kernels_for(Isa isa) {
     throw std::invalid_argument(std::string("ISA '") + isa_name(isa) +
                                 "' is not supported by this CPU (highest: " +
                                 isa_name(detected_isa()) + ")");
-  return table_of(std::min(isa, best_implemented_isa()));
+  return table_of(isa);
 }
 
 const KernelTable& kernels_named(const std::string& name) {

@@ -11,7 +11,7 @@ struct IsaChoice {
   Isa detected;             // highest the CPU + OS can run
   bool forced = false;      // FASTDEC_ISA was set
   Isa requested;            // FASTDEC_ISA, or `detected`
-  Isa chosen;               // min(requested, detected, highest with kernels)
+  Isa chosen;               // min(requested, detected): every family has kernels
   // FASTDEC_ISA=amx-emulated: the AMX table on emulated tiles (kernels_amx_emulated),
   // on any CPU; requested and chosen read kAmx. For tests of whole models: slow.
   bool amx_emulated = false;
