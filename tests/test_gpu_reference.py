@@ -133,6 +133,31 @@ def test_proposals_at_the_accepted_position():
     np.testing.assert_array_equal(b.proposals, a.proposals)
 
 
+
+def test_the_modules_step_refuses_heads_and_draft_lengths_out_of_range():
+    """The module itself (not only CudaBackend's checks) refuses what would read past a
+    row's tokens or size proposals beyond the heads run, naming the argument and range;
+    in range, `heads` runs that many heads, as the CPU engine's do."""
+    src = sentences("en-de", 2)
+    cpu, gpu = cpu_float32("en-de"), reference("en-de")
+    bos = cpu.tokens["bos"]
+    tokens = np.array([[bos, 12, 20], [bos, 12, 9]])
+    model, state = gpu._model, gpu.start(gpu.encode(src))
+    for kw, message in (({"proposals": np.array([3, 0])}, r"proposals\[0\] = 3 outside \[0, 2\]"),
+                        ({"proposals": np.array([0, -1])}, r"proposals\[1\] = -1 outside \[0, 2\]"),
+                        ({"proposals": np.array([1, 1]), "heads": 5}, r"heads = 5 outside \[0, 4\]"),
+                        ({"proposals": np.array([1, 1]), "heads": -1}, r"heads = -1 outside \[0, 4\]")):
+        with pytest.raises(ValueError, match=message):
+            model.step(state, tokens, **kw)
+    uk = reference("uk-gec")  # no proposal heads
+    with pytest.raises(ValueError, match="no proposal heads"):
+        uk._model.step(uk.start(uk.encode(src)), tokens, proposals=np.array([1, 1]))
+    a = cpu.step(cpu.start(cpu.encode(src)), tokens, Want(proposals=np.array([2, 1]), heads=2))
+    b = model.step(gpu.start(gpu.encode(src)), tokens, proposals=np.array([2, 1]), heads=2)
+    assert b["proposals"].shape == (2, 2)
+    np.testing.assert_array_equal(b["proposals"], a.proposals)
+
+
 def test_translator_and_corrector_over_the_gpu_model():
     """The API's own loop (sentence splitting, batching, default strategy, prefixes,
     n-best, scores) over GPU-model backends, here on the reference ops: the same text as

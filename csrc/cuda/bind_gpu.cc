@@ -102,7 +102,6 @@ py::dict step(PyModel& self, State& state, const I64& tokens, bool argmax, int t
   req.topk = topk;
   req.logprobs = logprobs;
   req.logits = logits;
-  req.heads = heads;
   req.edit_margin = edit_margin;
   I64 ids_a, prop_a, keep_a;
   auto shaped = [&](const py::object& o, int64_t size, const char* what) {
@@ -111,9 +110,23 @@ py::dict step(PyModel& self, State& state, const I64& tokens, bool argmax, int t
     return a;
   };
   if (!ids.is_none()) req.ids = (ids_a = shaped(ids, T, "ids")).data();
-  if (!proposals.is_none()) req.draft_lengths = (prop_a = shaped(proposals, R, "proposals")).data();
+  if (!proposals.is_none()) {
+    // A draft length past n - 1 would read past the row's tokens; heads past the model's
+    // would size the output beyond what propose() writes.
+    const int H = m.config().heads;
+    if (H == 0) throw py::value_error("step: proposals asked for, but this model has no proposal heads");
+    if (heads < 0 || heads > H)
+      throw py::value_error("step: heads = " + std::to_string(heads) + " outside [0, " + std::to_string(H) +
+                            "] (0: all the model's heads)");
+    req.draft_lengths = (prop_a = shaped(proposals, R, "proposals")).data();
+    for (int64_t b = 0; b < R; ++b)
+      if (req.draft_lengths[b] < 0 || req.draft_lengths[b] > n - 1)
+        throw py::value_error("step: proposals[" + std::to_string(b) + "] = " + std::to_string(req.draft_lengths[b]) +
+                              " outside [0, " + std::to_string(n - 1) + "] (n - 1 drafted tokens per row)");
+    req.heads = heads > 0 ? heads : H;  // resolved once: propose() runs exactly these
+  }
   if (!keep_ids.is_none()) req.keep_ids = (keep_a = shaped(keep_ids, T, "keep_ids")).data();
-  const int K = req.draft_lengths ? (heads > 0 ? heads : m.config().heads) : 0;
+  const int K = req.draft_lengths ? req.heads : 0;
   py::dict out;
   Outputs o;
   I64 a_argmax({R, static_cast<int64_t>(n)});

@@ -79,7 +79,7 @@ struct Request {
   const int64_t* ids = nullptr;          // [R, n]
   bool logprobs = false, logits = false;
   const int64_t* draft_lengths = nullptr;  // [R]: proposals at the accepted position
-  int heads = 0;
+  int heads = 0;                         // proposal heads to run, 1..Config::heads (with draft_lengths)
   const int64_t* keep_ids = nullptr;     // [R, n]
   float edit_margin = 0.f;
 };

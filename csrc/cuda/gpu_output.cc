@@ -90,7 +90,7 @@ void Model::output_stats(const float* h, int T, const std::vector<int32_t>& mask
 void Model::propose(const int32_t* tokens, int n, const float* h, const std::vector<int32_t>& mem_row,
                     const Memory& memory, const Request& request, const Outputs& outputs) {
   const int d = cfg_.d_model;
-  const int K = request.heads > 0 ? std::min(request.heads, cfg_.heads) : cfg_.heads;
+  const int K = request.heads;  // resolved and checked by the binding (1..cfg_.heads)
   const int R = static_cast<int>(mem_row.size());
   std::vector<int32_t> index(static_cast<size_t>(R));
   for (int b = 0; b < R; ++b) {
