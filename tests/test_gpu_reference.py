@@ -10,6 +10,8 @@ within 1e-4.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -156,6 +158,39 @@ def test_the_modules_step_refuses_heads_and_draft_lengths_out_of_range():
     b = model.step(gpu.start(gpu.encode(src)), tokens, proposals=np.array([2, 1]), heads=2)
     assert b["proposals"].shape == (2, 2)
     np.testing.assert_array_equal(b["proposals"], a.proposals)
+
+
+
+@pytest.mark.parametrize("kind", ["directory", "dangling symbolic link"])
+def test_both_backends_load_and_refuse_shortlists_alike(tmp_path, kind):
+    """One loader (native.load_shortlist) for both backends: the same refusal of a broken
+    shortlist.bin, none with shortlist=False, and for a given file the candidates
+    Shortlist.candidates (the reference) computes."""
+    import shutil
+
+    from pyfastdec.backends.native import NativeBackend
+    from pyfastdec.model_dir import ModelDirError
+    from pyfastdec.model_dir.shortlist import Shortlist
+
+    model = Path(shutil.copytree(MODELS / "en-de", tmp_path / "model"))
+    (model / "shortlist.bin").unlink()
+    if kind == "directory":
+        (model / "shortlist.bin").mkdir()
+    else:
+        (model / "shortlist.bin").symlink_to(tmp_path / "gone.bin")
+    messages = []
+    for make in (lambda **kw: NativeBackend(model, threads=1, **kw),
+                 lambda **kw: CudaBackend(model, ops="reference", **kw)):
+        with pytest.raises(ModelDirError, match=f"\\(file\\): a {kind} \\(expected a shortlist file") as err:
+            make()
+        messages.append(str(err.value))
+        assert make(shortlist=False).shortlist is None
+        other = MODELS / "uk-gec" / "shortlist.bin"
+        backend = make(shortlist=other)
+        src = sentences("en-de", 1)[0]
+        assert sorted(backend._shortlist_index.candidates(src).tolist()) == sorted(
+            Shortlist.load(other).candidates(src).tolist())
+    assert messages[0] == messages[1]
 
 
 def test_translator_and_corrector_over_the_gpu_model():

@@ -84,7 +84,7 @@ class CudaBackend(BackendBase):
     """
 
     def __init__(self, path: str | os.PathLike | ModelDir, shortlist=True, ops: str = "cuda"):
-        from pyfastdec.backends.native import NativeBackend, engine_config
+        from pyfastdec.backends.native import engine_config, load_shortlist
 
         engine = gpu_engine(ops)
         try:
@@ -105,15 +105,7 @@ class CudaBackend(BackendBase):
         self._engine = engine
         # The shortlist as the native backend loads and checks it; candidates come from
         # the CPU engine's index (the same lists as the native backend's).
-        native_loader = NativeBackend.__new__(NativeBackend)
-        native_loader.config, native_loader.vocab_size, native_loader.model_dir = cfg, self.vocab_size, self.model_dir
-        self.shortlist = native_loader._load_shortlist(self.model_dir.path, shortlist)
-        self._shortlist_index = None
-        if self.shortlist is not None:
-            from pyfastdec.runtime import _engine
-            self._shortlist_index = _engine.ShortlistIndex(
-                self.shortlist.vocab_size, self.shortlist.frequent, self.shortlist.indptr,
-                self.shortlist.targets, self.shortlist.first_fill_id)
+        self.shortlist, self._shortlist_index = load_shortlist(self.model_dir, shortlist)
 
     # ---- Backend protocol
     def _sources(self, src_ids):
