@@ -108,6 +108,26 @@ def test_every_want_after_truncate_and_select(model):
         np.testing.assert_array_equal(b.proposals, a.proposals)
 
 
+
+@pytest.mark.parametrize("fields", [("logprobs",), ("logits",), ("logprobs", "logits")])
+def test_full_logprobs_and_logits_alone_or_together(fields):
+    """Each full output asked for alone (downloaded into its own array, log-probs made
+    there in place) or both (log-probs made from the logits array): the CPU engine's."""
+    src = sentences("en-de", 2)
+    cpu, gpu = cpu_float32("en-de"), reference("en-de")
+    bos = cpu.tokens["bos"]
+    tokens = np.array([[bos, 12, 20], [bos, 16, 9]])
+    want = Want(**{f: True for f in fields})
+    a, b = (be.step(be.start(be.encode(src)), tokens, want) for be in (cpu, gpu))
+    for field in ("logprobs", "logits"):
+        x, y = getattr(a, field), getattr(b, field)
+        if field not in fields:
+            assert y is None
+            continue
+        np.testing.assert_array_equal(np.isinf(y), np.isinf(x))
+        np.testing.assert_allclose(y[np.isfinite(y)], x[np.isfinite(x)], atol=TOL, rtol=0, err_msg=field)
+
+
 def test_nat_drafter_blocks_equal_the_cpu_engines():
     src = sentences("en-de", 4)
     host_cpu, host_gpu = cpu_float32("en-de"), reference("en-de")

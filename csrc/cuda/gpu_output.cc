@@ -4,7 +4,6 @@
 // host: the winners (top-k ids and values, log-sum-exp, picked logits) in one download;
 // full log-probs or logits only when asked for.
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -55,14 +54,16 @@ void Model::output_stats(const float* h, int T, const std::vector<int32_t>& mask
   const float* h_kept = h_picked + T;
 
   if (request.logits || request.logprobs) {
-    std::vector<float> full(static_cast<size_t>(T) * V);
-    ops_->download(full.data(), logits, full.size() * sizeof(float));
-    if (request.logits) std::memcpy(outputs.logits, full.data(), full.size() * sizeof(float));
+    // Straight into the caller's array: the logits if asked for (log-probs read them
+    // there), else the log-probs, made from the logits in place.
+    const size_t full = static_cast<size_t>(T) * V;
+    float* into = request.logits ? outputs.logits : outputs.logprobs;
+    ops_->download(into, logits, full * sizeof(float));
     if (request.logprobs)
       for (int t = 0; t < T; ++t)
         for (int i = 0; i < V; ++i) {
           const size_t at_ = static_cast<size_t>(t) * V + i;
-          outputs.logprobs[at_] = full[at_] == ninf ? ninf : full[at_] - h_lse[t];
+          outputs.logprobs[at_] = into[at_] == ninf ? ninf : into[at_] - h_lse[t];
         }
   }
   for (int t = 0; t < T; ++t) {
