@@ -199,7 +199,7 @@ PYBIND11_MODULE(FASTDEC_GPU_MODULE, m) {
   // before a model's weights are read).
   m.def("device_name", []() {
 #if defined(FASTDEC_WITH_CUDA)
-    return make_cuda_ops()->name();
+    return cuda_device_name();
 #else
     return make_reference_ops()->name();
 #endif

@@ -108,6 +108,9 @@ class Ops {
 std::unique_ptr<Ops> make_reference_ops();
 #if defined(FASTDEC_WITH_CUDA)
 std::unique_ptr<Ops> make_cuda_ops();  // throws std::runtime_error naming the cause without a usable GPU
+// "cuda (<device 0's name>)", what CudaOps::name() returns, without creating a stream or a
+// cuBLAS handle; throws as make_cuda_ops does without a usable GPU.
+std::string cuda_device_name();
 #endif
 
 }  // namespace gpu
