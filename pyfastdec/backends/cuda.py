@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 
-from pyfastdec.backends.base import BackendBase, Draft, StepOut, Want
+from pyfastdec.backends.base import BackendBase, Draft, StepOut, Want, step_out
 from pyfastdec.backends.edit_margin import check_keep_ids
 from pyfastdec.backends.proposals import check_proposals
 from pyfastdec.model_dir import ModelDir, engine_edit_margin
@@ -141,9 +141,6 @@ class CudaBackend(BackendBase):
         ids, logprobs = self._model.draft(memory, [list(map(int, p)) for p in prefix], int(k or self.block_size))
         return Draft(ids, logprobs)
 
-    def _require_ar(self, what: str):
-        if self.arch != "transformer":
-            raise ValueError(f"{what}: a {self.arch!r} model has no incremental decoder; use draft()")
 
     def step(self, state, tokens: np.ndarray, want: Want = Want()) -> StepOut:
         self._require_ar("step")
@@ -163,14 +160,7 @@ class CudaBackend(BackendBase):
                                logprobs=want.logprobs, proposals=proposals,
                                heads=want.heads if proposals is not None else 0, keep_ids=keep,
                                edit_margin=engine_edit_margin(want.edit_margin), logits=want.logits)
-        return StepOut(argmax=out.get("argmax"), topk_ids=out.get("topk_ids"),
-                       topk_logprobs=out.get("topk_logprobs"), id_logprobs=out.get("id_logprobs"),
-                       logprobs=out.get("logprobs"), logits=out.get("logits"), proposals=out.get("proposals"),
-                       accepted=out.get("accepted"))
-
-    def truncate(self, state, lengths: np.ndarray):
-        self._model.truncate(state, np.ascontiguousarray(lengths, dtype=np.int64))
-        return state
+        return step_out(out)
 
     def select(self, state_or_memory, rows: np.ndarray):
         rows = [int(r) for r in np.asarray(rows).reshape(-1)]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pyfastdec.backends.base import BackendBase, Draft, StepOut, Want
+from pyfastdec.backends.base import BackendBase, Draft, StepOut, Want, step_out
 from pyfastdec.backends.proposals import check_proposals
 from pyfastdec.model_dir import (CONFIG_FILE, SHORTLIST_FILE, ModelConfig, ModelDir, ModelDirError,
                                  check_shortlist_content, engine_edit_margin)
@@ -150,10 +150,7 @@ class NativeBackend(BackendBase):
                                logprobs=want.logprobs, proposals=proposals,
                                heads=want.heads if proposals is not None else 0, keep_ids=keep,
                                edit_margin=engine_edit_margin(want.edit_margin), logits=want.logits)
-        return StepOut(argmax=out.get("argmax"), topk_ids=out.get("topk_ids"),
-                       topk_logprobs=out.get("topk_logprobs"), id_logprobs=out.get("id_logprobs"),
-                       logprobs=out.get("logprobs"), logits=out.get("logits"), proposals=out.get("proposals"),
-                       accepted=out.get("accepted"))
+        return step_out(out)
 
     def draft_greedy(self, state, tokens: np.ndarray, widths: np.ndarray, max_new: int, min_logprob: float):
         """BiLD's little-model drafting in one engine call (decoding/bild.py; the loop it
@@ -162,10 +159,6 @@ class NativeBackend(BackendBase):
         self._require_ar("draft_greedy")
         return self._model.draft_greedy(state, np.ascontiguousarray(tokens, dtype=np.int64),
                                         np.ascontiguousarray(widths, dtype=np.int64), int(max_new), float(min_logprob))
-
-    def truncate(self, state, lengths: np.ndarray):
-        self._model.truncate(state, np.ascontiguousarray(lengths, dtype=np.int64))
-        return state
 
     def select(self, state_or_memory, rows: np.ndarray):
         rows = [int(r) for r in np.asarray(rows).reshape(-1)]
@@ -189,7 +182,3 @@ class NativeBackend(BackendBase):
         freed heap pages to the system; the next call grows it again. Returns the bytes
         freed (0: nothing done)."""
         return self._model.release_scratch(SCRATCH_KEEP_BYTES if keep_bytes is None else keep_bytes)
-
-    def _require_ar(self, what: str):
-        if self.arch != "transformer":
-            raise ValueError(f"{what}: a {self.arch!r} model has no incremental decoder; use draft()")
