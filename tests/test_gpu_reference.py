@@ -181,6 +181,20 @@ def test_the_modules_step_refuses_heads_and_draft_lengths_out_of_range():
 
 
 
+
+def test_the_modules_surface_is_what_cuda_py_calls():
+    """The module and its Model bind what backends/cuda.py calls and nothing else (an
+    unused binding is code kept working for no caller)."""
+    import pyfastdec._engine_gpuref as engine
+
+    assert {n for n in dir(engine) if not n.startswith("_")} == {"Memory", "State", "Model", "device_name"}
+    assert {n for n in dir(engine.Model) if not n.startswith("_")} == {
+        "encode", "attach", "start", "step", "draft", "truncate", "select_state", "select_memory"}
+    assert engine.device_name() == "reference"
+    backend = reference("en-de")
+    assert not hasattr(backend, "ops") and not hasattr(backend, "device_name")
+
+
 @pytest.mark.parametrize("kind", ["directory", "dangling symbolic link"])
 def test_both_backends_load_and_refuse_shortlists_alike(tmp_path, kind):
     """One loader (native.load_shortlist) for both backends: the same refusal of a broken

@@ -43,9 +43,7 @@ Config parse_config(const py::dict& c) {
   py::dict tokens = c["tokens"];
   cfg.pad = tokens["pad"].cast<int>();
   cfg.bos = tokens["bos"].cast<int>();
-  cfg.eos = tokens["eos"].cast<int>();
   cfg.mask = tokens.contains("mask") ? tokens["mask"].cast<int>() : -1;
-  if (c.contains("block_size") && !c["block_size"].is_none()) cfg.block_size = c["block_size"].cast<int>();
   if (cfg.drafter && (cfg.mask < 0 || cfg.ssru))
     throw py::value_error("config: a nat-drafter needs a mask token and an attention decoder");
   if (c.contains("activation")) {
@@ -188,13 +186,6 @@ PYBIND11_MODULE(FASTDEC_GPU_MODULE, m) {
       .def_property_readonly("rows", [](const Memory& x) { return x.R; });
   py::class_<State, std::shared_ptr<State>>(m, "State", py::module_local())
       .def_property_readonly("lengths", [](const State& s) { return s.lengths; });
-  m.def("ops_name", []() {
-#if defined(FASTDEC_WITH_CUDA)
-    return std::string("cuda");
-#else
-    return std::string("reference");
-#endif
-  });
   // The device the ops would run on, or RuntimeError saying why there is none (checked
   // before a model's weights are read).
   m.def("device_name", []() {
@@ -228,7 +219,6 @@ PYBIND11_MODULE(FASTDEC_GPU_MODULE, m) {
              return self;
            }),
            py::arg("config"), py::arg("tensors"))
-      .def_property_readonly("ops", [](const PyModel& s) { return s.model->ops_name(); })
       .def("encode",
            [](PyModel& s, const py::list& sources, const py::list& shortlists) {
              std::vector<std::vector<int32_t>> src, lists;

@@ -103,11 +103,6 @@ __global__ void add_k(float* x, const float* y, size_t n) {
   if (i < n) x[i] += y[i];
 }
 
-__global__ void fill_k(float* x, size_t n, float v) {
-  size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-  if (i < n) x[i] = v;
-}
-
 __global__ void embed_k(const float* table, const float* pos, const int32_t* ids, const int32_t* positions, int T,
                         int d, float scale, float* out) {
   size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
@@ -315,11 +310,6 @@ class CudaOps final : public Ops {
     if (width * count == 0) return;
     gather_k<<<blocks(width * count), kThreads, 0, stream_.get()>>>(src, width, index, count, dst);
     LAUNCHED("gather_rows");
-  }
-  void fill(float* x, size_t n, float value) override {
-    if (!n) return;
-    fill_k<<<blocks(n), kThreads, 0, stream_.get()>>>(x, n, value);
-    LAUNCHED("fill");
   }
 
   Weight weight(const float* host_w, int out, int in) override {

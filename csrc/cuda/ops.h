@@ -49,7 +49,6 @@ class Ops {
                          size_t count) = 0;
   // dst[i, :] = src[index[i], :], rows of `width` floats; index: device int32 [count].
   virtual void gather_rows(const float* src, size_t width, const int32_t* index, int count, float* dst) = 0;
-  virtual void fill(float* x, size_t n, float value) = 0;
 
   // ---- weights: w host float32 [out, in], converted to the ops' precision.
   virtual Weight weight(const float* host_w, int out, int in) = 0;

@@ -87,14 +87,13 @@ class CudaBackend(BackendBase):
         from pyfastdec.backends.native import engine_config, load_shortlist
 
         engine = gpu_engine(ops)
-        try:
-            self.device_name = engine.device_name()
+        try:  # the check: the name itself is not kept
+            engine.device_name()
         except RuntimeError as err:  # no usable GPU: the CUDA ops say why
             raise DeviceUnavailable(f"device: 'cuda' asked for, but {err}") from None
         self.model_dir = path if isinstance(path, ModelDir) else ModelDir.load(path)
         cfg = self.model_dir.config
         self.config = cfg
-        self.ops = ops
         self.tokens = dict(cfg.tokens)
         self.vocab_size = cfg.vocab_size
         self.arch = cfg.arch
