@@ -227,21 +227,26 @@ def test_both_backends_load_and_refuse_shortlists_alike(tmp_path, kind):
     assert messages[0] == messages[1]
 
 
-def test_translator_and_corrector_over_the_gpu_model():
+def test_translator_and_corrector_over_the_gpu_model(monkeypatch):
     """The API's own loop (sentence splitting, batching, default strategy, prefixes,
-    n-best, scores) over GPU-model backends, here on the reference ops: the same text as
-    over the CPU engine in float32 (what device="cuda" builds, with CUDA ops instead)."""
+    n-best, scores) built through device="cuda" (the API's and devices.py's wiring), with
+    the reference ops' module standing in for _engine_cuda: the same text as over the
+    CPU engine in float32 (swapped in by hand: the CPU device runs the int8 weights)."""
     from pyfastdec import Corrector, Translator
+    from pyfastdec.backends import cuda as cuda_backend
 
+    monkeypatch.setitem(cuda_backend.MODULES, "cuda", "_engine_gpuref")
     en = ["A man in an orange hat starring at something.", "Two dogs run on the grass. One of them is black."]
     uk = ["Я хочу піти до магазин.", "Він сказав що прийде завтра."]
-    for make, texts, helper in ((lambda: Translator(MODELS / "en-de", MODELS / "en-de-drafter"), en, True),
-                                (lambda: Corrector(MODELS / "uk-gec"), uk, False)):
-        cpu, gpu = make(), make()
+    for make, texts, helper in ((lambda **kw: Translator(MODELS / "en-de", MODELS / "en-de-drafter", **kw), en, True),
+                                (lambda **kw: Corrector(MODELS / "uk-gec", **kw), uk, False)):
+        cpu, gpu = make(), make(device="cuda")
+        assert isinstance(gpu.verifier, CudaBackend) and gpu.verifier._engine.__name__ == "pyfastdec._engine_gpuref"
+        assert isinstance(gpu.drafter, CudaBackend) if helper else gpu.drafter is None
         model = cpu.model_dir.path.name
-        cpu.verifier, gpu.verifier = cpu_float32(model), reference(model)
+        cpu.verifier = cpu_float32(model)
         if helper:
-            cpu.drafter, gpu.drafter = cpu_float32("en-de-drafter"), reference("en-de-drafter")
+            cpu.drafter = cpu_float32("en-de-drafter")
         for kw in ({}, {"algo": "gad"} if helper else {"algo": "iad"},
                    {"algo": "greedy", "target_prefix": [texts[0].split()[0], None]},
                    {"algo": "beam", "beam_size": 3, "n_best": 2, "return_scores": True}):
