@@ -128,6 +128,30 @@ def test_full_logprobs_and_logits_alone_or_together(fields):
         np.testing.assert_allclose(y[np.isfinite(y)], x[np.isfinite(x)], atol=TOL, rtol=0, err_msg=field)
 
 
+
+@pytest.mark.parametrize("positions", ["interleaved", "halves", "marian"])
+def test_every_position_encoding_over_300_positions(tmp_path, positions):
+    """The GPU model's position table (layers/positions.cc, the CPU engine's function)
+    for each config.json "positions", past its first growth: the CPU engine's log-probs."""
+    import json
+    import shutil
+
+    model = Path(shutil.copytree(MODELS / "en-de", tmp_path / "model"))
+    config = json.loads((model / "config.json").read_text())
+    config["positions"] = positions
+    config.pop("checksum", None)  # a hand-edited directory: no checksums to match
+    (model / "config.json").write_text(json.dumps(config))
+    cpu, gpu = cpu_float32(model), CudaBackend(model, ops="reference")
+    src = sentences("en-de", 2)
+    tokens = np.random.default_rng(1).integers(5, 400, size=(2, 300))
+    tokens[:, 0] = cpu.tokens["bos"]
+    a, b = (be.step(be.start(be.encode(src)), tokens, Want(logprobs=True)) for be in (cpu, gpu))
+    np.testing.assert_array_equal(b.argmax, a.argmax)
+    finite = np.isfinite(a.logprobs)
+    np.testing.assert_array_equal(np.isfinite(b.logprobs), finite)
+    np.testing.assert_allclose(b.logprobs[finite], a.logprobs[finite], atol=TOL, rtol=0)
+
+
 def test_nat_drafter_blocks_equal_the_cpu_engines():
     src = sentences("en-de", 4)
     host_cpu, host_gpu = cpu_float32("en-de"), reference("en-de")

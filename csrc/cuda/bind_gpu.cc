@@ -55,7 +55,9 @@ Config parse_config(const py::dict& c) {
   if (c.contains("layer_norm_eps")) cfg.eps = c["layer_norm_eps"].cast<float>();
   if (c.contains("positions")) {
     const std::string pos = c["positions"].cast<std::string>();
-    cfg.positions = pos == "halves" ? 1 : pos == "marian" ? 2 : 0;
+    cfg.positions = pos == "halves"   ? PositionEncoding::kHalves
+                    : pos == "marian" ? PositionEncoding::kMarian
+                                      : PositionEncoding::kInterleaved;
     if (pos != "interleaved" && pos != "halves" && pos != "marian")
       throw py::value_error("config: positions '" + pos + "' is not interleaved, halves or marian");
   }

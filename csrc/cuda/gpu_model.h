@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cuda/ops.h"
+#include "layers/positions.h"
 
 namespace fastdec {
 namespace gpu {
@@ -42,7 +43,7 @@ struct Config {
   bool drafter = false;  // arch "nat-drafter"
   Act activation = Act::kRelu;
   float eps = 1e-5f;
-  int positions = 0;  // 0 interleaved, 1 halves (Hugging Face Marian), 2 marian (Marian C++)
+  PositionEncoding positions = PositionEncoding::kInterleaved;
   std::vector<int> suppress;
   int heads = 0, heads_hidden = 0;  // proposal heads
 };
