@@ -40,7 +40,7 @@ try:
 
         from pyfastdec._version import __version__
         from pyfastdec.api import ALGOS, DEFAULT_MODELS, load_checked, packaged_model_path
-        from pyfastdec.backends.cuda import DEVICES
+        from pyfastdec.backends.devices import DEVICES
         from pyfastdec.decoding import DecodeStats
         from pyfastdec.decoding.beam import RULES as BEAM_RULES
         from pyfastdec.hypotheses import merge_stats

@@ -115,3 +115,11 @@ def test_cuda_ops_against_the_reference_ops(model):
     np.testing.assert_array_equal(np.isfinite(g.logprobs), finite)
     assert np.abs(g.logprobs[finite] - a.logprobs[finite]).max() < FP16_LOGPROB
     np.testing.assert_allclose(g.topk_logprobs, a.topk_logprobs, atol=FP16_LOGPROB)
+
+
+def test_device_name_is_device_0s_as_torch_reads_it():
+    """cuda_device_name() (no stream, no cuBLAS handle) names the GPU the ops run on."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch here has no CUDA")
+    assert importlib.import_module("pyfastdec._engine_cuda").device_name() == f"cuda ({torch.cuda.get_device_name(0)})"

@@ -10,6 +10,8 @@ within 1e-4.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -106,6 +108,50 @@ def test_every_want_after_truncate_and_select(model):
         np.testing.assert_array_equal(b.proposals, a.proposals)
 
 
+
+@pytest.mark.parametrize("fields", [("logprobs",), ("logits",), ("logprobs", "logits")])
+def test_full_logprobs_and_logits_alone_or_together(fields):
+    """Each full output asked for alone (downloaded into its own array, log-probs made
+    there in place) or both (log-probs made from the logits array): the CPU engine's."""
+    src = sentences("en-de", 2)
+    cpu, gpu = cpu_float32("en-de"), reference("en-de")
+    bos = cpu.tokens["bos"]
+    tokens = np.array([[bos, 12, 20], [bos, 16, 9]])
+    want = Want(**{f: True for f in fields})
+    a, b = (be.step(be.start(be.encode(src)), tokens, want) for be in (cpu, gpu))
+    for field in ("logprobs", "logits"):
+        x, y = getattr(a, field), getattr(b, field)
+        if field not in fields:
+            assert y is None
+            continue
+        np.testing.assert_array_equal(np.isinf(y), np.isinf(x))
+        np.testing.assert_allclose(y[np.isfinite(y)], x[np.isfinite(x)], atol=TOL, rtol=0, err_msg=field)
+
+
+
+@pytest.mark.parametrize("positions", ["interleaved", "halves", "marian"])
+def test_every_position_encoding_over_300_positions(tmp_path, positions):
+    """The GPU model's position table (layers/positions.cc, the CPU engine's function)
+    for each config.json "positions", past its first growth: the CPU engine's log-probs."""
+    import json
+    import shutil
+
+    model = Path(shutil.copytree(MODELS / "en-de", tmp_path / "model"))
+    config = json.loads((model / "config.json").read_text())
+    config["positions"] = positions
+    config.pop("checksum", None)  # a hand-edited directory: no checksums to match
+    (model / "config.json").write_text(json.dumps(config))
+    cpu, gpu = cpu_float32(model), CudaBackend(model, ops="reference")
+    src = sentences("en-de", 2)
+    tokens = np.random.default_rng(1).integers(5, 400, size=(2, 300))
+    tokens[:, 0] = cpu.tokens["bos"]
+    a, b = (be.step(be.start(be.encode(src)), tokens, Want(logprobs=True)) for be in (cpu, gpu))
+    np.testing.assert_array_equal(b.argmax, a.argmax)
+    finite = np.isfinite(a.logprobs)
+    np.testing.assert_array_equal(np.isfinite(b.logprobs), finite)
+    np.testing.assert_allclose(b.logprobs[finite], a.logprobs[finite], atol=TOL, rtol=0)
+
+
 def test_nat_drafter_blocks_equal_the_cpu_engines():
     src = sentences("en-de", 4)
     host_cpu, host_gpu = cpu_float32("en-de"), reference("en-de")
@@ -133,21 +179,98 @@ def test_proposals_at_the_accepted_position():
     np.testing.assert_array_equal(b.proposals, a.proposals)
 
 
-def test_translator_and_corrector_over_the_gpu_model():
-    """The API's own loop (sentence splitting, batching, default strategy, prefixes,
-    n-best, scores) over GPU-model backends, here on the reference ops: the same text as
-    over the CPU engine in float32 (what device="cuda" builds, with CUDA ops instead)."""
-    from pyfastdec import Corrector, Translator
 
+def test_the_modules_step_refuses_heads_and_draft_lengths_out_of_range():
+    """The module itself (not only CudaBackend's checks) refuses what would read past a
+    row's tokens or size proposals beyond the heads run, naming the argument and range;
+    in range, `heads` runs that many heads, as the CPU engine's do."""
+    src = sentences("en-de", 2)
+    cpu, gpu = cpu_float32("en-de"), reference("en-de")
+    bos = cpu.tokens["bos"]
+    tokens = np.array([[bos, 12, 20], [bos, 12, 9]])
+    model, state = gpu._model, gpu.start(gpu.encode(src))
+    for kw, message in (({"proposals": np.array([3, 0])}, r"proposals\[0\] = 3 outside \[0, 2\]"),
+                        ({"proposals": np.array([0, -1])}, r"proposals\[1\] = -1 outside \[0, 2\]"),
+                        ({"proposals": np.array([1, 1]), "heads": 5}, r"heads = 5 outside \[0, 4\]"),
+                        ({"proposals": np.array([1, 1]), "heads": -1}, r"heads = -1 outside \[0, 4\]")):
+        with pytest.raises(ValueError, match=message):
+            model.step(state, tokens, **kw)
+    uk = reference("uk-gec")  # no proposal heads
+    with pytest.raises(ValueError, match="no proposal heads"):
+        uk._model.step(uk.start(uk.encode(src)), tokens, proposals=np.array([1, 1]))
+    a = cpu.step(cpu.start(cpu.encode(src)), tokens, Want(proposals=np.array([2, 1]), heads=2))
+    b = model.step(gpu.start(gpu.encode(src)), tokens, proposals=np.array([2, 1]), heads=2)
+    assert b["proposals"].shape == (2, 2)
+    np.testing.assert_array_equal(b["proposals"], a.proposals)
+
+
+
+
+def test_the_modules_surface_is_what_cuda_py_calls():
+    """The module and its Model bind what backends/cuda.py calls and nothing else (an
+    unused binding is code kept working for no caller)."""
+    import pyfastdec._engine_gpuref as engine
+
+    assert {n for n in dir(engine) if not n.startswith("_")} == {"Memory", "State", "Model", "device_name"}
+    assert {n for n in dir(engine.Model) if not n.startswith("_")} == {
+        "encode", "attach", "start", "step", "draft", "truncate", "select_state", "select_memory"}
+    assert engine.device_name() == "reference"
+    backend = reference("en-de")
+    assert not hasattr(backend, "ops") and not hasattr(backend, "device_name")
+
+
+@pytest.mark.parametrize("kind", ["directory", "dangling symbolic link"])
+def test_both_backends_load_and_refuse_shortlists_alike(tmp_path, kind):
+    """One loader (native.load_shortlist) for both backends: the same refusal of a broken
+    shortlist.bin, none with shortlist=False, and for a given file the candidates
+    Shortlist.candidates (the reference) computes."""
+    import shutil
+
+    from pyfastdec.backends.native import NativeBackend
+    from pyfastdec.model_dir import ModelDirError
+    from pyfastdec.model_dir.shortlist import Shortlist
+
+    model = Path(shutil.copytree(MODELS / "en-de", tmp_path / "model"))
+    (model / "shortlist.bin").unlink()
+    if kind == "directory":
+        (model / "shortlist.bin").mkdir()
+    else:
+        (model / "shortlist.bin").symlink_to(tmp_path / "gone.bin")
+    messages = []
+    for make in (lambda **kw: NativeBackend(model, threads=1, **kw),
+                 lambda **kw: CudaBackend(model, ops="reference", **kw)):
+        with pytest.raises(ModelDirError, match=f"\\(file\\): a {kind} \\(expected a shortlist file") as err:
+            make()
+        messages.append(str(err.value))
+        assert make(shortlist=False).shortlist is None
+        other = MODELS / "uk-gec" / "shortlist.bin"
+        backend = make(shortlist=other)
+        src = sentences("en-de", 1)[0]
+        assert sorted(backend._shortlist_index.candidates(src).tolist()) == sorted(
+            Shortlist.load(other).candidates(src).tolist())
+    assert messages[0] == messages[1]
+
+
+def test_translator_and_corrector_over_the_gpu_model(monkeypatch):
+    """The API's own loop (sentence splitting, batching, default strategy, prefixes,
+    n-best, scores) built through device="cuda" (the API's and devices.py's wiring), with
+    the reference ops' module standing in for _engine_cuda: the same text as over the
+    CPU engine in float32 (swapped in by hand: the CPU device runs the int8 weights)."""
+    from pyfastdec import Corrector, Translator
+    from pyfastdec.backends import cuda as cuda_backend
+
+    monkeypatch.setitem(cuda_backend.MODULES, "cuda", "_engine_gpuref")
     en = ["A man in an orange hat starring at something.", "Two dogs run on the grass. One of them is black."]
     uk = ["Я хочу піти до магазин.", "Він сказав що прийде завтра."]
-    for make, texts, helper in ((lambda: Translator(MODELS / "en-de", MODELS / "en-de-drafter"), en, True),
-                                (lambda: Corrector(MODELS / "uk-gec"), uk, False)):
-        cpu, gpu = make(), make()
+    for make, texts, helper in ((lambda **kw: Translator(MODELS / "en-de", MODELS / "en-de-drafter", **kw), en, True),
+                                (lambda **kw: Corrector(MODELS / "uk-gec", **kw), uk, False)):
+        cpu, gpu = make(), make(device="cuda")
+        assert isinstance(gpu.verifier, CudaBackend) and gpu.verifier._engine.__name__ == "pyfastdec._engine_gpuref"
+        assert isinstance(gpu.drafter, CudaBackend) if helper else gpu.drafter is None
         model = cpu.model_dir.path.name
-        cpu.verifier, gpu.verifier = cpu_float32(model), reference(model)
+        cpu.verifier = cpu_float32(model)
         if helper:
-            cpu.drafter, gpu.drafter = cpu_float32("en-de-drafter"), reference("en-de-drafter")
+            cpu.drafter = cpu_float32("en-de-drafter")
         for kw in ({}, {"algo": "gad"} if helper else {"algo": "iad"},
                    {"algo": "greedy", "target_prefix": [texts[0].split()[0], None]},
                    {"algo": "beam", "beam_size": 3, "n_best": 2, "return_scores": True}):

@@ -142,6 +142,22 @@ def test_want_fields_agree_with_full_logprobs(pair):
     np.testing.assert_array_equal(res.argmax[:, 0], order[:, 0])
 
 
+
+def test_step_out_carries_what_the_engine_returns(pair):
+    """base.step_out (shared by the native and GPU backends) maps the engine's dict onto
+    StepOut: each array the engine returns is the field of that name, the rest None."""
+    _, native, _ = pair
+    src, ids = random_sources(2, seed=3), np.array([[5, 7], [9, 2]])
+    tokens = np.array([[BOS, 6], [BOS, 8]])
+    kw = dict(argmax=True, topk=3, ids=ids, logprobs=True, logits=True)
+    raw = native._model.step(native.start(native.encode(src)), tokens, **kw)
+    out = native.step(native.start(native.encode(src)), tokens, Want(**kw))
+    assert set(raw) == {"argmax", "topk_ids", "topk_logprobs", "id_logprobs", "logprobs", "logits"}
+    for name in ("argmax", "topk_ids", "topk_logprobs", "id_logprobs", "logprobs", "logits"):
+        np.testing.assert_array_equal(getattr(out, name), raw[name], err_msg=name)
+    assert out.proposals is None and out.accepted is None
+
+
 def test_threads_give_identical_results(pair):
     _, native, path = pair
     two = NativeBackend(path, threads=2)

@@ -43,9 +43,7 @@ Config parse_config(const py::dict& c) {
   py::dict tokens = c["tokens"];
   cfg.pad = tokens["pad"].cast<int>();
   cfg.bos = tokens["bos"].cast<int>();
-  cfg.eos = tokens["eos"].cast<int>();
   cfg.mask = tokens.contains("mask") ? tokens["mask"].cast<int>() : -1;
-  if (c.contains("block_size") && !c["block_size"].is_none()) cfg.block_size = c["block_size"].cast<int>();
   if (cfg.drafter && (cfg.mask < 0 || cfg.ssru))
     throw py::value_error("config: a nat-drafter needs a mask token and an attention decoder");
   if (c.contains("activation")) {
@@ -57,7 +55,9 @@ Config parse_config(const py::dict& c) {
   if (c.contains("layer_norm_eps")) cfg.eps = c["layer_norm_eps"].cast<float>();
   if (c.contains("positions")) {
     const std::string pos = c["positions"].cast<std::string>();
-    cfg.positions = pos == "halves" ? 1 : pos == "marian" ? 2 : 0;
+    cfg.positions = pos == "halves"   ? PositionEncoding::kHalves
+                    : pos == "marian" ? PositionEncoding::kMarian
+                                      : PositionEncoding::kInterleaved;
     if (pos != "interleaved" && pos != "halves" && pos != "marian")
       throw py::value_error("config: positions '" + pos + "' is not interleaved, halves or marian");
   }
@@ -102,7 +102,6 @@ py::dict step(PyModel& self, State& state, const I64& tokens, bool argmax, int t
   req.topk = topk;
   req.logprobs = logprobs;
   req.logits = logits;
-  req.heads = heads;
   req.edit_margin = edit_margin;
   I64 ids_a, prop_a, keep_a;
   auto shaped = [&](const py::object& o, int64_t size, const char* what) {
@@ -111,9 +110,23 @@ py::dict step(PyModel& self, State& state, const I64& tokens, bool argmax, int t
     return a;
   };
   if (!ids.is_none()) req.ids = (ids_a = shaped(ids, T, "ids")).data();
-  if (!proposals.is_none()) req.draft_lengths = (prop_a = shaped(proposals, R, "proposals")).data();
+  if (!proposals.is_none()) {
+    // A draft length past n - 1 would read past the row's tokens; heads past the model's
+    // would size the output beyond what propose() writes.
+    const int H = m.config().heads;
+    if (H == 0) throw py::value_error("step: proposals asked for, but this model has no proposal heads");
+    if (heads < 0 || heads > H)
+      throw py::value_error("step: heads = " + std::to_string(heads) + " outside [0, " + std::to_string(H) +
+                            "] (0: all the model's heads)");
+    req.draft_lengths = (prop_a = shaped(proposals, R, "proposals")).data();
+    for (int64_t b = 0; b < R; ++b)
+      if (req.draft_lengths[b] < 0 || req.draft_lengths[b] > n - 1)
+        throw py::value_error("step: proposals[" + std::to_string(b) + "] = " + std::to_string(req.draft_lengths[b]) +
+                              " outside [0, " + std::to_string(n - 1) + "] (n - 1 drafted tokens per row)");
+    req.heads = heads > 0 ? heads : H;  // resolved once: propose() runs exactly these
+  }
   if (!keep_ids.is_none()) req.keep_ids = (keep_a = shaped(keep_ids, T, "keep_ids")).data();
-  const int K = req.draft_lengths ? (heads > 0 ? heads : m.config().heads) : 0;
+  const int K = req.draft_lengths ? req.heads : 0;
   py::dict out;
   Outputs o;
   I64 a_argmax({R, static_cast<int64_t>(n)});
@@ -175,18 +188,11 @@ PYBIND11_MODULE(FASTDEC_GPU_MODULE, m) {
       .def_property_readonly("rows", [](const Memory& x) { return x.R; });
   py::class_<State, std::shared_ptr<State>>(m, "State", py::module_local())
       .def_property_readonly("lengths", [](const State& s) { return s.lengths; });
-  m.def("ops_name", []() {
-#if defined(FASTDEC_WITH_CUDA)
-    return std::string("cuda");
-#else
-    return std::string("reference");
-#endif
-  });
   // The device the ops would run on, or RuntimeError saying why there is none (checked
   // before a model's weights are read).
   m.def("device_name", []() {
 #if defined(FASTDEC_WITH_CUDA)
-    return make_cuda_ops()->name();
+    return cuda_device_name();
 #else
     return make_reference_ops()->name();
 #endif
@@ -215,7 +221,6 @@ PYBIND11_MODULE(FASTDEC_GPU_MODULE, m) {
              return self;
            }),
            py::arg("config"), py::arg("tensors"))
-      .def_property_readonly("ops", [](const PyModel& s) { return s.model->ops_name(); })
       .def("encode",
            [](PyModel& s, const py::list& sources, const py::list& shortlists) {
              std::vector<std::vector<int32_t>> src, lists;

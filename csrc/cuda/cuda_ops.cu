@@ -103,11 +103,6 @@ __global__ void add_k(float* x, const float* y, size_t n) {
   if (i < n) x[i] += y[i];
 }
 
-__global__ void fill_k(float* x, size_t n, float v) {
-  size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-  if (i < n) x[i] = v;
-}
-
 __global__ void embed_k(const float* table, const float* pos, const int32_t* ids, const int32_t* positions, int T,
                         int d, float scale, float* out) {
   size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
@@ -265,12 +260,7 @@ __global__ void pick_k(const float* logits, int T, int V, const int32_t* ids, fl
 // ---------------------------------------------------------------- the ops
 class CudaOps final : public Ops {
  public:
-  CudaOps() {
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess || count == 0)
-      throw std::runtime_error(std::string("no CUDA GPU is usable here (cudaGetDeviceCount: ") +
-                               (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices") + ")");
+  CudaOps() : name_(cuda_device_name()) {
     // Freed blocks stay in the stream-ordered pool (released to the driver only at exit),
     // so the allocations of encode and select reuse them without a device sync.
     cudaMemPool_t pool;
@@ -284,16 +274,13 @@ class CudaOps final : public Ops {
     check(cublasCreate(&h), "create");
     blas_ = std::shared_ptr<cublasContext>(h, [](cublasHandle_t x) { cublasDestroy(x); });
     check(cublasSetStream(h, s), "set stream");
-    cudaDeviceProp prop;
-    check(cudaGetDeviceProperties(&prop, 0), "device properties");
-    device_ = prop.name;
-    smem_limit_ = static_cast<int>(prop.sharedMemPerBlockOptin);
+    check(cudaDeviceGetAttribute(&smem_limit_, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), "device attribute");
     check(cudaFuncSetAttribute(attention_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_limit_ - 1024),
           "attention shared memory");
   }
   ~CudaOps() override { cudaStreamSynchronize(stream_.get()); }
 
-  std::string name() const override { return "cuda (" + device_ + ")"; }
+  std::string name() const override { return name_; }
 
   DevPtr alloc(size_t bytes) override {
     void* p = nullptr;
@@ -323,11 +310,6 @@ class CudaOps final : public Ops {
     if (width * count == 0) return;
     gather_k<<<blocks(width * count), kThreads, 0, stream_.get()>>>(src, width, index, count, dst);
     LAUNCHED("gather_rows");
-  }
-  void fill(float* x, size_t n, float value) override {
-    if (!n) return;
-    fill_k<<<blocks(n), kThreads, 0, stream_.get()>>>(x, n, value);
-    LAUNCHED("fill");
   }
 
   Weight weight(const float* host_w, int out, int in) override {
@@ -436,13 +418,24 @@ class CudaOps final : public Ops {
  private:
   std::shared_ptr<CUstream_st> stream_;
   std::shared_ptr<cublasContext> blas_;
-  std::string device_;
+  std::string name_;  // cuda_device_name()
   int smem_limit_ = 48 * 1024;
   DevPtr half_;
   size_t half_capacity_ = 0;
 };
 
 }  // namespace
+
+std::string cuda_device_name() {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0)
+    throw std::runtime_error(std::string("no CUDA GPU is usable here (cudaGetDeviceCount: ") +
+                             (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices") + ")");
+  cudaDeviceProp prop;
+  check(cudaGetDeviceProperties(&prop, 0), "device properties");
+  return std::string("cuda (") + prop.name + ")";
+}
 
 std::unique_ptr<Ops> make_cuda_ops() { return std::make_unique<CudaOps>(); }
 

@@ -162,36 +162,8 @@ void Model::begin_call() {
 void Model::positions_up_to(int position) {
   if (position < pos_rows_) return;
   const int rows = std::max(position + 1, 2 * pos_rows_);
-  const int d = cfg_.d_model, half = d / 2;
-  std::vector<float> table(static_cast<size_t>(rows) * d);
-  // As csrc/layers/embedding.cc computes them (the same float or double arithmetic).
-  for (int p = 0; p < rows; ++p) {
-    float* row = table.data() + static_cast<size_t>(p) * d;
-    if (cfg_.positions == 0) {
-      const float log_base = -std::log(10000.0f) / static_cast<float>(d);
-      for (int i = 0; i < d; i += 2) {
-        float angle = static_cast<float>(p) * std::exp(log_base * static_cast<float>(i));
-        row[i] = std::sin(angle);
-        if (i + 1 < d) row[i + 1] = std::cos(angle);
-      }
-    } else {
-      for (int i = 0; i < half; ++i) {
-        float s, c;
-        if (cfg_.positions == 1) {
-          double angle = static_cast<double>(p) / std::pow(10000.0, 2.0 * i / d);
-          s = static_cast<float>(std::sin(angle));
-          c = static_cast<float>(std::cos(angle));
-        } else {
-          float increment = std::log(10000.f) / (static_cast<float>(half) - 1.f);
-          float angle = static_cast<float>(p) * std::exp(static_cast<float>(i) * -increment);
-          s = std::sin(angle);
-          c = std::cos(angle);
-        }
-        row[i] = s;
-        row[half + i] = c;
-      }
-    }
-  }
+  std::vector<float> table(static_cast<size_t>(rows) * cfg_.d_model);
+  position_rows(cfg_.positions, cfg_.d_model, 0, static_cast<size_t>(rows), table.data());  // the CPU engine's bits
   pos_table_ = ops_->upload_floats(table.data(), table.size());
   pos_rows_ = rows;
 }

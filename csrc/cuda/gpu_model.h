@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cuda/ops.h"
+#include "layers/positions.h"
 
 namespace fastdec {
 namespace gpu {
@@ -38,12 +39,11 @@ struct Config {
   int d_model = 0, head_dim = 0, vocab = 0;
   bool pre_norm = true, ssru = false, shared_encoder = false;
   std::vector<LayerShape> encoder, decoder;
-  int pad = 0, bos = 2, eos = 3, mask = 4;
+  int pad = 0, bos = 2, mask = 4;
   bool drafter = false;  // arch "nat-drafter"
-  int block_size = 0;
   Act activation = Act::kRelu;
   float eps = 1e-5f;
-  int positions = 0;  // 0 interleaved, 1 halves (Hugging Face Marian), 2 marian (Marian C++)
+  PositionEncoding positions = PositionEncoding::kInterleaved;
   std::vector<int> suppress;
   int heads = 0, heads_hidden = 0;  // proposal heads
 };
@@ -79,7 +79,7 @@ struct Request {
   const int64_t* ids = nullptr;          // [R, n]
   bool logprobs = false, logits = false;
   const int64_t* draft_lengths = nullptr;  // [R]: proposals at the accepted position
-  int heads = 0;
+  int heads = 0;                         // proposal heads to run, 1..Config::heads (with draft_lengths)
   const int64_t* keep_ids = nullptr;     // [R, n]
   float edit_margin = 0.f;
 };
@@ -98,7 +98,6 @@ class Model {
  public:
   Model(Config config, const HostTensors& tensors, std::unique_ptr<Ops> ops);
   const Config& config() const { return cfg_; }
-  std::string ops_name() const { return ops_->name(); }
 
   // sources: ids with EOS; shortlists: per row sorted candidate ids (empty: full vocabulary).
   std::shared_ptr<Memory> encode(const std::vector<std::vector<int32_t>>& sources,

@@ -4,7 +4,6 @@
 // host: the winners (top-k ids and values, log-sum-exp, picked logits) in one download;
 // full log-probs or logits only when asked for.
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -55,14 +54,16 @@ void Model::output_stats(const float* h, int T, const std::vector<int32_t>& mask
   const float* h_kept = h_picked + T;
 
   if (request.logits || request.logprobs) {
-    std::vector<float> full(static_cast<size_t>(T) * V);
-    ops_->download(full.data(), logits, full.size() * sizeof(float));
-    if (request.logits) std::memcpy(outputs.logits, full.data(), full.size() * sizeof(float));
+    // Straight into the caller's array: the logits if asked for (log-probs read them
+    // there), else the log-probs, made from the logits in place.
+    const size_t full = static_cast<size_t>(T) * V;
+    float* into = request.logits ? outputs.logits : outputs.logprobs;
+    ops_->download(into, logits, full * sizeof(float));
     if (request.logprobs)
       for (int t = 0; t < T; ++t)
         for (int i = 0; i < V; ++i) {
           const size_t at_ = static_cast<size_t>(t) * V + i;
-          outputs.logprobs[at_] = full[at_] == ninf ? ninf : full[at_] - h_lse[t];
+          outputs.logprobs[at_] = into[at_] == ninf ? ninf : into[at_] - h_lse[t];
         }
   }
   for (int t = 0; t < T; ++t) {
@@ -90,7 +91,7 @@ void Model::output_stats(const float* h, int T, const std::vector<int32_t>& mask
 void Model::propose(const int32_t* tokens, int n, const float* h, const std::vector<int32_t>& mem_row,
                     const Memory& memory, const Request& request, const Outputs& outputs) {
   const int d = cfg_.d_model;
-  const int K = request.heads > 0 ? std::min(request.heads, cfg_.heads) : cfg_.heads;
+  const int K = request.heads;  // resolved and checked by the binding (1..cfg_.heads)
   const int R = static_cast<int>(mem_row.size());
   std::vector<int32_t> index(static_cast<size_t>(R));
   for (int b = 0; b < R; ++b) {

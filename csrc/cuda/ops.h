@@ -49,7 +49,6 @@ class Ops {
                          size_t count) = 0;
   // dst[i, :] = src[index[i], :], rows of `width` floats; index: device int32 [count].
   virtual void gather_rows(const float* src, size_t width, const int32_t* index, int count, float* dst) = 0;
-  virtual void fill(float* x, size_t n, float value) = 0;
 
   // ---- weights: w host float32 [out, in], converted to the ops' precision.
   virtual Weight weight(const float* host_w, int out, int in) = 0;
@@ -108,6 +107,9 @@ class Ops {
 std::unique_ptr<Ops> make_reference_ops();
 #if defined(FASTDEC_WITH_CUDA)
 std::unique_ptr<Ops> make_cuda_ops();  // throws std::runtime_error naming the cause without a usable GPU
+// "cuda (<device 0's name>)", what CudaOps::name() returns, without creating a stream or a
+// cuBLAS handle; throws as make_cuda_ops does without a usable GPU.
+std::string cuda_device_name();
 #endif
 
 }  // namespace gpu

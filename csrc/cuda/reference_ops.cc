@@ -39,7 +39,6 @@ class ReferenceOps final : public Ops {
       std::memcpy(dst + static_cast<size_t>(i) * width, src + static_cast<size_t>(index[i]) * width,
                   width * sizeof(float));
   }
-  void fill(float* x, size_t n, float value) override { std::fill(x, x + n, value); }
 
   // Stored transposed, [in, out]: the product below then runs along contiguous outputs,
   // which the compiler vectorises without reordering any sum (tests run whole sentence

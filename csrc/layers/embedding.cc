@@ -21,36 +21,7 @@ void Embedding::forward(int32_t id, int position, float* out) {
     // int8 decoder step.
     size_t rows = std::max<size_t>(static_cast<size_t>(position) + 1, 2 * have);
     positions_.resize(rows * d);
-    const int half = d / 2;
-    if (encoding_ == PositionEncoding::kInterleaved) {
-      // As export/modeling.py computes it, in float.
-      const float log_base = -std::log(10000.0f) / static_cast<float>(d);
-      for (size_t p = have; p < rows; ++p)
-        for (int i = 0; i < d; i += 2) {
-          float angle = static_cast<float>(p) * std::exp(log_base * static_cast<float>(i));
-          positions_[p * d + i] = std::sin(angle);
-          if (i + 1 < d) positions_[p * d + i + 1] = std::cos(angle);
-        }
-    } else {
-      // Hugging Face Marian computes its frequencies in double (numpy); Marian C++ in
-      // float (src/graph/node_initializers.cpp, sinusoidalPositionEmbeddings).
-      for (size_t p = have; p < rows; ++p)
-        for (int i = 0; i < half; ++i) {
-          float s, c;
-          if (encoding_ == PositionEncoding::kHalves) {
-            double angle = static_cast<double>(p) / std::pow(10000.0, 2.0 * i / d);
-            s = static_cast<float>(std::sin(angle));
-            c = static_cast<float>(std::cos(angle));
-          } else {
-            float increment = std::log(10000.f) / (static_cast<float>(half) - 1.f);
-            float angle = static_cast<float>(p) * std::exp(static_cast<float>(i) * -increment);
-            s = std::sin(angle);
-            c = std::cos(angle);
-          }
-          positions_[p * d + i] = s;
-          positions_[p * d + half + i] = c;
-        }
-    }
+    position_rows(encoding_, d, have, rows, positions_.data() + have * d);
   }
   const float scale = std::sqrt(static_cast<float>(d));
   const float* e = rows_.data() + static_cast<size_t>(id) * d;

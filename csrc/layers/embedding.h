@@ -8,16 +8,10 @@
 
 #include "kernels/kernel_table.h"
 #include "layers/linear.h"
+#include "layers/positions.h"
 #include "model/weights.h"
 
 namespace fastdec {
-
-// Where sin and cos of a position's angles go in its row.
-enum class PositionEncoding {
-  kInterleaved,  // ours: PE(p, 2i) = sin, PE(p, 2i+1) = cos, frequency 10000^(-2i/d) in float
-  kHalves,       // Hugging Face Marian: sin in the first half, cos in the second, in double
-  kMarian,       // Marian C++: halves, frequency exp(-i ln(10000) / (d/2 - 1)) in float
-};
 
 class Embedding {
  public:

@@ -72,7 +72,7 @@ they do not override is the wrapped backend's (delegated), which defaults here w
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -132,6 +132,12 @@ class StepOut:
     logits: np.ndarray | None = None  # float32 [rows, n, V]
     proposals: np.ndarray | None = None  # int64   [rows, K or Want.heads]: the heads' tokens at the accepted position
     accepted: np.ndarray | None = None  # int64   [rows]: j, leading draft tokens equal to the argmax
+
+
+def step_out(out: dict) -> StepOut:
+    """A StepOut from an engine step's dict (the native and GPU engines' bindings return
+    the fields asked for under StepOut's names; the others are None)."""
+    return StepOut(**{f.name: out.get(f.name) for f in fields(StepOut)})
 
 
 @dataclass
@@ -208,6 +214,16 @@ class BackendBase:
     def scratch_bytes(self) -> int:
         """Bytes of scratch kept between calls."""
         return 0
+
+    def truncate(self, state: State, lengths: np.ndarray) -> State:
+        """For backends over an engine model (self._model) whose truncate takes int64
+        lengths and rolls the state back in place; others override it."""
+        self._model.truncate(state, np.ascontiguousarray(lengths, dtype=np.int64))
+        return state
+
+    def _require_ar(self, what: str):
+        if self.arch != "transformer":
+            raise ValueError(f"{what}: a {self.arch!r} model has no incremental decoder; use draft()")
 
     def describe(self) -> str:
         """What errors call this model: its directory, else its class."""

@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 
-from pyfastdec.backends.base import BackendBase, Draft, StepOut, Want
+from pyfastdec.backends.base import BackendBase, Draft, StepOut, Want, step_out
 from pyfastdec.backends.edit_margin import check_keep_ids
 from pyfastdec.backends.proposals import check_proposals
 from pyfastdec.model_dir import ModelDir, engine_edit_margin
@@ -84,17 +84,16 @@ class CudaBackend(BackendBase):
     """
 
     def __init__(self, path: str | os.PathLike | ModelDir, shortlist=True, ops: str = "cuda"):
-        from pyfastdec.backends.native import NativeBackend, engine_config
+        from pyfastdec.backends.native import engine_config, load_shortlist
 
         engine = gpu_engine(ops)
-        try:
-            self.device_name = engine.device_name()
+        try:  # the check: the name itself is not kept
+            engine.device_name()
         except RuntimeError as err:  # no usable GPU: the CUDA ops say why
             raise DeviceUnavailable(f"device: 'cuda' asked for, but {err}") from None
         self.model_dir = path if isinstance(path, ModelDir) else ModelDir.load(path)
         cfg = self.model_dir.config
         self.config = cfg
-        self.ops = ops
         self.tokens = dict(cfg.tokens)
         self.vocab_size = cfg.vocab_size
         self.arch = cfg.arch
@@ -105,15 +104,7 @@ class CudaBackend(BackendBase):
         self._engine = engine
         # The shortlist as the native backend loads and checks it; candidates come from
         # the CPU engine's index (the same lists as the native backend's).
-        native_loader = NativeBackend.__new__(NativeBackend)
-        native_loader.config, native_loader.vocab_size, native_loader.model_dir = cfg, self.vocab_size, self.model_dir
-        self.shortlist = native_loader._load_shortlist(self.model_dir.path, shortlist)
-        self._shortlist_index = None
-        if self.shortlist is not None:
-            from pyfastdec.runtime import _engine
-            self._shortlist_index = _engine.ShortlistIndex(
-                self.shortlist.vocab_size, self.shortlist.frequent, self.shortlist.indptr,
-                self.shortlist.targets, self.shortlist.first_fill_id)
+        self.shortlist, self._shortlist_index = load_shortlist(self.model_dir, shortlist)
 
     # ---- Backend protocol
     def _sources(self, src_ids):
@@ -149,9 +140,6 @@ class CudaBackend(BackendBase):
         ids, logprobs = self._model.draft(memory, [list(map(int, p)) for p in prefix], int(k or self.block_size))
         return Draft(ids, logprobs)
 
-    def _require_ar(self, what: str):
-        if self.arch != "transformer":
-            raise ValueError(f"{what}: a {self.arch!r} model has no incremental decoder; use draft()")
 
     def step(self, state, tokens: np.ndarray, want: Want = Want()) -> StepOut:
         self._require_ar("step")
@@ -171,14 +159,7 @@ class CudaBackend(BackendBase):
                                logprobs=want.logprobs, proposals=proposals,
                                heads=want.heads if proposals is not None else 0, keep_ids=keep,
                                edit_margin=engine_edit_margin(want.edit_margin), logits=want.logits)
-        return StepOut(argmax=out.get("argmax"), topk_ids=out.get("topk_ids"),
-                       topk_logprobs=out.get("topk_logprobs"), id_logprobs=out.get("id_logprobs"),
-                       logprobs=out.get("logprobs"), logits=out.get("logits"), proposals=out.get("proposals"),
-                       accepted=out.get("accepted"))
-
-    def truncate(self, state, lengths: np.ndarray):
-        self._model.truncate(state, np.ascontiguousarray(lengths, dtype=np.int64))
-        return state
+        return step_out(out)
 
     def select(self, state_or_memory, rows: np.ndarray):
         rows = [int(r) for r in np.asarray(rows).reshape(-1)]

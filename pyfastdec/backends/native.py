@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pyfastdec.backends.base import BackendBase, Draft, StepOut, Want
+from pyfastdec.backends.base import BackendBase, Draft, StepOut, Want, step_out
 from pyfastdec.backends.proposals import check_proposals
 from pyfastdec.model_dir import (CONFIG_FILE, SHORTLIST_FILE, ModelConfig, ModelDir, ModelDirError,
                                  check_shortlist_content, engine_edit_margin)
@@ -43,6 +43,42 @@ def engine_config(cfg: ModelConfig) -> dict:
     }
 
 
+def load_shortlist(model_dir: ModelDir, shortlist) -> tuple[Shortlist | None, object | None]:
+    """The shortlist a backend of model_dir runs with, checked, and the engine's index of
+    it (None, None: full vocabulary). shortlist: True = the directory's shortlist.bin if
+    present (checked against config.json's checksum); False or None = none; a path = that
+    file. The index computes each row's candidates inside the engine (microseconds per
+    sentence); Shortlist.candidates stays the reference it is tested against."""
+    if shortlist is False or shortlist is None:
+        return None, None
+    model_path, config = model_dir.path, model_dir.config
+    file = model_path / SHORTLIST_FILE if shortlist is True else Path(shortlist)
+    own = shortlist is True  # the directory's own file is checked against its config.json checksum
+    config_path = model_path / CONFIG_FILE
+    if own and not os.path.lexists(file):  # lexists: a dangling link is a broken file
+        check_shortlist_content(None, file, config, config_path)
+        return None, None
+    if not file.is_file():
+        what = ("a directory" if file.is_dir() else "a dangling symbolic link" if file.is_symlink()
+                else "missing" if not os.path.lexists(file) else "not a regular file")
+        raise ModelDirError(f"{file}: (file): {what} (expected a shortlist file, export/SHORTLIST_FORMAT.md"
+                            + ("; or no shortlist.bin in the model directory)" if shortlist is True else ")"))
+    try:
+        if own:
+            check_shortlist_content(file.read_bytes(), file, config, config_path)
+        loaded = Shortlist.load(file)
+    except OSError as err:
+        raise ModelDirError(f"{file}: (file): unreadable ({err.strerror})") from None
+    except ValueError as err:  # Shortlist.load's messages name the file and the field
+        raise ModelDirError(str(err)) from None
+    if loaded.vocab_size != config.vocab_size:
+        raise ModelDirError(f"{file}: vocab_size: {loaded.vocab_size} differs from the model's "
+                            f"{config.vocab_size} ({model_path})")
+    index = _engine.ShortlistIndex(loaded.vocab_size, loaded.frequent, loaded.indptr, loaded.targets,
+                                   loaded.first_fill_id)
+    return loaded, index
+
+
 class NativeBackend(BackendBase):
     """One model directory on the native engine.
 
@@ -70,39 +106,7 @@ class NativeBackend(BackendBase):
         scales = cfg.quantization.activation_scales if cfg.quantization else {}
         self.threads = default_threads() if threads is None else check_threads(threads)
         self._model = _engine.Model(engine_config(cfg), self.model_dir.tensors, dict(scales), self.threads)
-        self.shortlist = self._load_shortlist(self.model_dir.path, shortlist)
-        # The engine's copy computes each row's candidates inside encode (microseconds per
-        # sentence); Shortlist.candidates stays the reference it is tested against.
-        self._shortlist_index = None if self.shortlist is None else _engine.ShortlistIndex(
-            self.shortlist.vocab_size, self.shortlist.frequent, self.shortlist.indptr,
-            self.shortlist.targets, self.shortlist.first_fill_id)
-
-    def _load_shortlist(self, model_path: Path, shortlist) -> Shortlist | None:
-        if shortlist is False or shortlist is None:
-            return None
-        file = model_path / SHORTLIST_FILE if shortlist is True else Path(shortlist)
-        own = shortlist is True  # the directory's own file is checked against its config.json checksum
-        config_path = model_path / CONFIG_FILE
-        if own and not os.path.lexists(file):  # lexists: a dangling link is a broken file
-            check_shortlist_content(None, file, self.config, config_path)
-            return None
-        if not file.is_file():
-            what = ("a directory" if file.is_dir() else "a dangling symbolic link" if file.is_symlink()
-                    else "missing" if not os.path.lexists(file) else "not a regular file")
-            raise ModelDirError(f"{file}: (file): {what} (expected a shortlist file, export/SHORTLIST_FORMAT.md"
-                                + ("; or no shortlist.bin in the model directory)" if shortlist is True else ")"))
-        try:
-            if own:
-                check_shortlist_content(file.read_bytes(), file, self.config, config_path)
-            loaded = Shortlist.load(file)
-        except OSError as err:
-            raise ModelDirError(f"{file}: (file): unreadable ({err.strerror})") from None
-        except ValueError as err:  # Shortlist.load's messages name the file and the field
-            raise ModelDirError(str(err)) from None
-        if loaded.vocab_size != self.vocab_size:
-            raise ModelDirError(f"{file}: vocab_size: {loaded.vocab_size} differs from the model's "
-                                f"{self.vocab_size} ({self.model_dir.path})")
-        return loaded
+        self.shortlist, self._shortlist_index = load_shortlist(self.model_dir, shortlist)
 
     # ---- Backend protocol
     def encode(self, src_ids: list[list[int]]):
@@ -146,10 +150,7 @@ class NativeBackend(BackendBase):
                                logprobs=want.logprobs, proposals=proposals,
                                heads=want.heads if proposals is not None else 0, keep_ids=keep,
                                edit_margin=engine_edit_margin(want.edit_margin), logits=want.logits)
-        return StepOut(argmax=out.get("argmax"), topk_ids=out.get("topk_ids"),
-                       topk_logprobs=out.get("topk_logprobs"), id_logprobs=out.get("id_logprobs"),
-                       logprobs=out.get("logprobs"), logits=out.get("logits"), proposals=out.get("proposals"),
-                       accepted=out.get("accepted"))
+        return step_out(out)
 
     def draft_greedy(self, state, tokens: np.ndarray, widths: np.ndarray, max_new: int, min_logprob: float):
         """BiLD's little-model drafting in one engine call (decoding/bild.py; the loop it
@@ -158,10 +159,6 @@ class NativeBackend(BackendBase):
         self._require_ar("draft_greedy")
         return self._model.draft_greedy(state, np.ascontiguousarray(tokens, dtype=np.int64),
                                         np.ascontiguousarray(widths, dtype=np.int64), int(max_new), float(min_logprob))
-
-    def truncate(self, state, lengths: np.ndarray):
-        self._model.truncate(state, np.ascontiguousarray(lengths, dtype=np.int64))
-        return state
 
     def select(self, state_or_memory, rows: np.ndarray):
         rows = [int(r) for r in np.asarray(rows).reshape(-1)]
@@ -185,7 +182,3 @@ class NativeBackend(BackendBase):
         freed heap pages to the system; the next call grows it again. Returns the bytes
         freed (0: nothing done)."""
         return self._model.release_scratch(SCRATCH_KEEP_BYTES if keep_bytes is None else keep_bytes)
-
-    def _require_ar(self, what: str):
-        if self.arch != "transformer":
-            raise ValueError(f"{what}: a {self.arch!r} model has no incremental decoder; use draft()")
