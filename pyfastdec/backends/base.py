@@ -194,6 +194,19 @@ class BackendBase:
     model_dir: Any = None  # pyfastdec.model_dir.ModelDir, where loaded from one
     draft_greedy: Any = None  # a method where the backend runs BiLD's drafting loop itself
 
+    def _read_model_dir(self, model_dir: Any) -> None:
+        """The attributes a backend over a loaded model directory exposes (the engines read
+        the rest of it themselves)."""
+        cfg = model_dir.config
+        self.model_dir, self.config = model_dir, cfg
+        self.tokens = dict(cfg.tokens)
+        self.vocab_size = cfg.vocab_size
+        self.arch = cfg.arch
+        self.block_size = cfg.block_size
+        self.proposal_heads = cfg.heads.count if cfg.heads else 0  # K; 0: Want.proposals is refused
+        # No encoder of its own: memory comes from attach(the host's memory), not encode.
+        self.shares_encoder = cfg.encoder_shared is not None
+
     def attach(self, host_memory: Memory) -> Memory:
         """A shared-encoder model's Memory of the host's rows (shares_encoder only)."""
         raise ValueError(f"attach: {self.describe()} has its own encoder (config.json encoder.shared is absent); "

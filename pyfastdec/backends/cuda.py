@@ -91,16 +91,8 @@ class CudaBackend(BackendBase):
             engine.device_name()
         except RuntimeError as err:  # no usable GPU: the CUDA ops say why
             raise DeviceUnavailable(f"device: 'cuda' asked for, but {err}") from None
-        self.model_dir = path if isinstance(path, ModelDir) else ModelDir.load(path)
-        cfg = self.model_dir.config
-        self.config = cfg
-        self.tokens = dict(cfg.tokens)
-        self.vocab_size = cfg.vocab_size
-        self.arch = cfg.arch
-        self.block_size = cfg.block_size
-        self.proposal_heads = cfg.heads.count if cfg.heads else 0
-        self.shares_encoder = cfg.encoder_shared is not None
-        self._model = engine.Model(engine_config(cfg), float_tensors(self.model_dir))
+        self._read_model_dir(path if isinstance(path, ModelDir) else ModelDir.load(path))
+        self._model = engine.Model(engine_config(self.config), float_tensors(self.model_dir))
         self._engine = engine
         # The shortlist as the native backend loads and checks it; candidates come from
         # the CPU engine's index (the same lists as the native backend's).

@@ -93,16 +93,8 @@ class NativeBackend(BackendBase):
                  shortlist: bool | str | os.PathLike = True):
         # ModelDir instances only come from ModelDir.load, so the engine never sees an
         # unvalidated directory either way.
-        self.model_dir = path if isinstance(path, ModelDir) else ModelDir.load(path)
-        cfg = self.model_dir.config
-        self.config = cfg
-        self.tokens = dict(cfg.tokens)
-        self.vocab_size = cfg.vocab_size
-        self.arch = cfg.arch
-        self.block_size = cfg.block_size
-        self.proposal_heads = cfg.heads.count if cfg.heads else 0  # K; 0: Want.proposals is refused
-        # No encoder of its own: memory comes from attach(the host's memory), not encode.
-        self.shares_encoder = cfg.encoder_shared is not None
+        self._read_model_dir(path if isinstance(path, ModelDir) else ModelDir.load(path))
+        cfg = self.config
         scales = cfg.quantization.activation_scales if cfg.quantization else {}
         self.threads = default_threads() if threads is None else check_threads(threads)
         self._model = _engine.Model(engine_config(cfg), self.model_dir.tensors, dict(scales), self.threads)
