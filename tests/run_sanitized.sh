@@ -13,7 +13,8 @@ mkdir -p "$build"
 pkg=$(mktemp -d)
 trap 'rm -rf "$pkg"' EXIT
 
-cmake -S . -B "$build" -G Ninja -DFASTDEC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+# The GPU model over reference ops (_engine_gpuref) too: its host logic is C++ of its own.
+cmake -S . -B "$build" -G Ninja -DFASTDEC_SANITIZE=ON -DFASTDEC_GPU_REFERENCE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPython_EXECUTABLE="$(command -v python3)" \
   -Dpybind11_DIR="$(python3 -c 'import pybind11; print(pybind11.get_cmake_dir())')" > /dev/null
 cmake --build "$build" --parallel
