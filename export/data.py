@@ -21,6 +21,16 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pyfastdec"
 
 
+
+def write_lines(path: Path, lines: list[str]) -> None:
+    """One line per item, gzip with a fixed header (mtime 0, no name): a rebuild from the
+    same lines writes the same bytes. Written to a temporary name and moved into place,
+    so a killed build never leaves a half file under the final name."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
+        f.write(("\n".join(lines) + "\n").encode("utf-8"))
+    os.replace(tmp, path)
+
 class DataError(ValueError):
     """A data file that cannot be used as is; the message names file and line."""
 

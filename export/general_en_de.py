@@ -28,7 +28,6 @@ timestamp, so the bytes are reproducible.
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import json
 import os
@@ -36,7 +35,7 @@ import re
 import unicodedata
 from pathlib import Path
 
-from .data import DataError, cache_root, corpus_path
+from .data import DataError, cache_root, corpus_path, write_lines
 from .general_sources import (TEST_SETS, TRAIN_SOURCES, VAL_SOURCE, WRITTEN_TEST_SETS, Files, Source,
                               read_source)
 
@@ -125,13 +124,6 @@ def test_keys(pairs) -> set[str]:
     keys = {match_key(s) for pair in pairs for s in pair}
     keys.discard("")  # a test line of punctuation alone would match every such line
     return keys
-
-
-def write_lines(path: Path, lines: list[str]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
-        f.write(("\n".join(lines) + "\n").encode("utf-8"))
-    os.replace(tmp, path)
 
 
 def _entry(source: Source, files: Files) -> dict:

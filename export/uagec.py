@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import gzip
 import json
 import os
 from dataclasses import dataclass
@@ -42,7 +41,7 @@ from pathlib import Path
 
 import sacrebleu
 
-from .data import DataError, cache_root, read_parallel
+from .data import DataError, cache_root, read_parallel, write_lines
 from .vocab import train_vocab
 
 VAL_MIN_PAIRS = 1000
@@ -181,13 +180,6 @@ def extract(root: Path, layer: str = "gec-only", val_min_pairs: int = VAL_MIN_PA
         # with one annotator, so test2 stays aligned with test.
         out["test2"] += [t for _, t in document_pairs(root, layer, d, d.annotators[-1])]
     return out
-
-
-def write_lines(path: Path, lines: list[str]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
-        f.write(("\n".join(lines) + "\n").encode("utf-8"))
-    os.replace(tmp, path)
 
 
 def unchanged_share(pairs: list[tuple[str, str]]) -> float:
