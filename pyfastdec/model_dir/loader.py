@@ -38,6 +38,11 @@ class ModelDir:
     tensors: dict[str, np.ndarray]
     spm_path: Optional[Path]  # the joint spm.model; None for tokenizer "marian" (see tokenizer_files)
     tokenizer_files: dict[str, Path] = dataclasses.field(default_factory=dict)  # file name -> path
+    # Digests of this load's tensors by kind (shared_encoder.encoder_digest): the tensors are
+    # read-only views of one mapping, so one computed for this object stays true, and the
+    # CLI, which checks a pair and then builds its Translator from the same objects, hashes
+    # an encoder once. Not an argument: dataclasses.replace starts an empty one.
+    digests: dict[str, str] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "ModelDir":
