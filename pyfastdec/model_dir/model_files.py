@@ -29,9 +29,9 @@ class ModelFiles:
     digest: str  # sha256 hex of every file's name, length and content, in name order
 
     @classmethod
-    def read(cls, path: str | Path, known: Mapping[str, bytes] = {}) -> "ModelFiles":
+    def read(cls, path: str | Path, known: Optional[Mapping[str, bytes]] = None) -> "ModelFiles":
         """known: files of `path` read already (name -> content), not read again."""
-        path = Path(path)
+        path, known = Path(path), known or {}
         files = {p.name: known[p.name] if p.name in known else p.read_bytes()
                  for p in sorted(path.iterdir()) if p.is_file()}
         return cls(path, files, files_digest(files))
@@ -63,7 +63,8 @@ class ReadOnce:
             with files_in_memory(path, first):
                 read_config(config)
         except ModelDirError:
-            return ModelDir.load(path)  # refuses it (naming the converter of a foreign folder)
+            ModelDir.load(path)  # refuses it in its own words (naming the converter of a foreign folder)
+            raise
         try:
             files = ModelFiles.read(path, first)
         except OSError:
