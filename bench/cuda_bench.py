@@ -21,6 +21,12 @@ Targets (issue 30): GPU greedy >= 3x HF's batch-1 latency and >= 2x its batch-64
 throughput; IAD >= 3x GPU greedy at batch 1; GAD or blockwise >= 2x at batch 1.
 Output: DIR/cuda_bench.json and DIR/cuda_bench.md.
 
+Each system runs in a process of its own (bench/isolate.py, as bench.run's): HF, the GPU
+model and the CPU engine, and each strategies model; torch's CUDA caching allocator and
+threads, the GPU model's buffers and the CPU engine's pool then do not carry over from one
+to the next. Every row records the process it ran in ("pid"). The parent builds the
+models and the workload, and sends each child its spec (--measure, --result: internal).
+
 FASTDEC_BENCH_DRY=1 runs it all without a GPU, to check the script before device time is
 spent on it: the GPU model on its reference ops, HF in float32 on the CPU (figures
 meaningless).
@@ -90,14 +96,21 @@ def time_batches(decode, pieces, lengths, batch: int) -> list[float]:
     return seconds
 
 
-def hf_part(work: Path, n1: int, n64: int) -> dict:
+def hf_decoder(system: str, hf: Path, ours: Path):
+    """decode(batch of pieces, length) of one system of the hf part, loaded in this process."""
+    if system == "pyfastdec_cpu_fp32":
+        from bench.forced_length import ForcedLengthTranslator
+        cpu = ForcedLengthTranslator(ours, threads=os.cpu_count() or 1, compute_type="float32")
+        return lambda b, n: cpu.decode(b, n)
+    if system == "pyfastdec_gpu":
+        from bench.forced_length import ForcedLengthTranslator, eos_suppressed
+        from pyfastdec.backends.cuda import CudaBackend
+        gpu = ForcedLengthTranslator(ours, threads=1)
+        gpu.verifier = CudaBackend(eos_suppressed(gpu.model_dir), shortlist=False, ops=OPS)
+        return lambda b, n: gpu.decode(b, n)
     import torch
     from transformers import MarianMTModel, MarianTokenizer
 
-    from bench.forced_length import ForcedLengthTranslator, eos_suppressed
-    from pyfastdec.backends.cuda import CudaBackend
-
-    hf, ours = build_hf(work)
     model = MarianMTModel.from_pretrained(hf).eval()
     model = model if DRY else model.half().cuda()
     where = "cpu" if DRY else "cuda"
@@ -114,21 +127,33 @@ def hf_part(work: Path, n1: int, n64: int) -> dict:
                                  min_new_tokens=length, max_new_tokens=length)
         sync()
         return out
+    return hf_decode
 
-    gpu = ForcedLengthTranslator(ours, threads=1)
-    gpu.verifier = CudaBackend(eos_suppressed(gpu.model_dir), shortlist=False, ops=OPS)
-    cpu = ForcedLengthTranslator(ours, threads=os.cpu_count() or 1, compute_type="float32")
-    results = {}
+
+HF_SYSTEMS = ("hf_fp16", "pyfastdec_gpu", "pyfastdec_cpu_fp32")
+
+
+def hf_system(spec: dict) -> dict:
+    """The child side of the hf part: one system's row."""
+    decode = hf_decoder(spec["system"], Path(spec["hf"]), Path(spec["ours"]))
+    pieces, lengths, n1, n64 = spec["pieces"], spec["lengths"], spec["n1"], spec["n64"]
+    one = time_batches(decode, pieces[:n1], lengths[:n1], 1)
+    row = {"batch1_ms_median": 1000 * statistics.median(one), "batch1_ms_mean": 1000 * statistics.mean(one)}
+    if spec["system"] != "pyfastdec_cpu_fp32":
+        many = time_batches(decode, pieces[:n64], lengths[:n64], 64)
+        row["batch64_sentences_per_s"] = n64 / sum(many)
+    row["pid"] = os.getpid()
+    return row
+
+
+def hf_part(work: Path, n1: int, n64: int) -> dict:
+    hf, ours = build_hf(work)
     pieces, lengths = hf_workload(hf, max(n1, n64))
-    for name, decode in (("hf_fp16", hf_decode), ("pyfastdec_gpu", lambda b, n: gpu.decode(b, n)),
-                         ("pyfastdec_cpu_fp32", lambda b, n: cpu.decode(b, n))):
-        one = time_batches(decode, pieces[:n1], lengths[:n1], 1)
-        row = {"batch1_ms_median": 1000 * statistics.median(one), "batch1_ms_mean": 1000 * statistics.mean(one)}
-        if name != "pyfastdec_cpu_fp32":
-            many = time_batches(decode, pieces[:n64], lengths[:n64], 64)
-            row["batch64_sentences_per_s"] = n64 / sum(many)
-        results[name] = row
-        print(name, row, flush=True)
+    results = {}
+    for name in HF_SYSTEMS:
+        results[name] = in_own_process({"part": "hf", "system": name, "hf": str(hf), "ours": str(ours),
+                                        "pieces": pieces, "lengths": lengths, "n1": n1, "n64": n64})
+        print(name, results[name], flush=True)
     h, g = results["hf_fp16"], results["pyfastdec_gpu"]
     results["speedup_batch1_latency"] = h["batch1_ms_median"] / g["batch1_ms_median"]
     results["speedup_batch64_throughput"] = g["batch64_sentences_per_s"] / h["batch64_sentences_per_s"]
@@ -150,39 +175,62 @@ CASES = [("uk-gec", None, ["iad"]), ("en-de", "en-de-drafter", ["gad", "blockwis
          ("en-de-big", "en-de-little", ["bild"])]
 
 
-def strategies_part(n1: int, n32: int) -> list[dict]:
+def strategies_case(spec: dict) -> list[dict]:
+    """The child side of the strategies part: one model (and its drafter), greedy then
+    each of its algorithms, at batch 1 and 32."""
     from pyfastdec import Corrector, Translator
 
+    model, drafter, algos, n1, n32 = spec["model"], spec["drafter"], spec["algos"], spec["n1"], spec["n32"]
+    rows = []
+    device = "cpu" if DRY else "cuda"
+    if model == "uk-gec":
+        t = Corrector(MODELS / model, device=device)
+    else:
+        t = Translator(MODELS / model, None if drafter is None else MODELS / drafter, device=device)
+    if DRY:
+        from pyfastdec.backends.cuda import CudaBackend
+        t.verifier = CudaBackend(t.model_dir, ops=OPS)
+        t.drafter = None if t.drafter is None else CudaBackend(t.drafter_dir, ops=OPS)
+    for batch, count in ((1, n1), (32, n32)):
+        src = texts(model, count)
+        t.translate(src[:batch], algo="greedy", batch_size=batch)  # warm-up
+        base = None
+        for algo in ["greedy"] + algos:
+            start = time.perf_counter()
+            out, stats = t.translate(src, algo=algo, batch_size=batch, return_stats=True)
+            seconds = time.perf_counter() - start
+            if algo == "greedy":
+                base = (out, seconds)
+            rows.append({"model": model, "algo": algo, "batch": batch, "sentences": len(src), "seconds": seconds,
+                         "speedup": base[1] / seconds, "tokens_per_iteration": stats.row_steps and
+                         stats.generated / stats.row_steps, "equals_greedy": out == base[0],
+                         "encoder_s": stats.encoder_s, "drafter_s": stats.drafter_s,
+                         "verifier_s": stats.verifier_s,
+                         # the step loop's cost per verifier call, host work included
+                         "ms_per_iteration": 1000 * stats.verifier_s / max(stats.iterations, 1),
+                         "pid": os.getpid()})
+    return rows
+
+
+def strategies_part(n1: int, n32: int) -> list[dict]:
     rows = []
     for model, drafter, algos in CASES:
-        device = "cpu" if DRY else "cuda"
-        if model == "uk-gec":
-            t = Corrector(MODELS / model, device=device)
-        else:
-            t = Translator(MODELS / model, None if drafter is None else MODELS / drafter, device=device)
-        if DRY:
-            from pyfastdec.backends.cuda import CudaBackend
-            t.verifier = CudaBackend(t.model_dir, ops=OPS)
-            t.drafter = None if t.drafter is None else CudaBackend(t.drafter_dir, ops=OPS)
-        for batch, count in ((1, n1), (32, n32)):
-            src = texts(model, count)
-            t.translate(src[:batch], algo="greedy", batch_size=batch)  # warm-up
-            base = None
-            for algo in ["greedy"] + algos:
-                start = time.perf_counter()
-                out, stats = t.translate(src, algo=algo, batch_size=batch, return_stats=True)
-                seconds = time.perf_counter() - start
-                if algo == "greedy":
-                    base = (out, seconds)
-                row = {"model": model, "algo": algo, "batch": batch, "sentences": len(src), "seconds": seconds,
-                       "speedup": base[1] / seconds, "tokens_per_iteration": stats.row_steps and
-                       stats.generated / stats.row_steps, "equals_greedy": out == base[0],
-                       "encoder_s": stats.encoder_s, "drafter_s": stats.drafter_s, "verifier_s": stats.verifier_s,
-                       # the step loop's cost per verifier call, host work included
-                       "ms_per_iteration": 1000 * stats.verifier_s / max(stats.iterations, 1)}
-                rows.append(row)
-                print(row, flush=True)
+        for row in in_own_process({"part": "strategies", "model": model, "drafter": drafter, "algos": algos,
+                                   "n1": n1, "n32": n32}):
+            rows.append(row)
+            print(row, flush=True)
     return rows
+
+
+def in_own_process(spec: dict):
+    """measure(spec) in a fresh Python (bench/isolate.py); FASTDEC_BENCH_DRY passes on with
+    the environment. A child that fails raises MeasurementFailed with its stderr's tail."""
+    from bench.isolate import run_isolated
+    return run_isolated("bench.cuda_bench", spec)[0]
+
+
+def measure(spec: dict):
+    return hf_system(spec) if spec["part"] == "hf" else strategies_case(spec)
 
 
 def markdown(res: dict) -> str:
@@ -211,12 +259,19 @@ def markdown(res: dict) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, help="folder for cuda_bench.json and cuda_bench.md (required)")
     p.add_argument("--work", type=Path, default=Path.home() / ".cache" / "pyfastdec" / "bench-cuda")
     p.add_argument("--batch1", type=int, default=50, help="sentences decoded one at a time")
     p.add_argument("--batch32", type=int, default=256, help="sentences decoded in batches of 32 (64 for hf)")
     p.add_argument("--parts", default="hf,strategies")
+    p.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # child side (bench/isolate.py)
+    p.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.measure:
+        args.result.write_text(json.dumps(measure(json.loads(args.measure.read_text()))))
+        return 0
+    if args.out is None:
+        p.error("the following arguments are required: --out")
     args.out.mkdir(parents=True, exist_ok=True)
     from pyfastdec.backends.cuda import gpu_engine
     res = {"device": gpu_engine(OPS).device_name() + (" (dry run)" if DRY else "")}

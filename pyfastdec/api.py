@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from pyfastdec import sentence_units
 from pyfastdec.alternatives import check_alternatives, translate_alternatives
@@ -128,12 +128,11 @@ def check_drafter(verifier: ModelDir, drafter: ModelDir) -> None:
     if drafter.config.tokenizer != "spm" or verifier.config.tokenizer != "spm":
         # Foreign vocabularies (tokenizer "marian"): the very same files, nothing looser.
         for name, path in verifier.tokenizer_files.items():
-            other = drafter.tokenizer_files.get(name)
-            if other is None or other.read_bytes() != path.read_bytes():
+            if name not in drafter.tokenizer_files or drafter.read_bytes(name) != verifier.read_bytes(name):
                 raise ModelDirError(f"{drafter.path}: {name}: differs from the verifier's {path} (expected the "
                                     f"verifier's tokenizer {verifier.config.tokenizer!r} files, byte-identical)")
         return
-    if drafter.spm_path.read_bytes() == verifier.spm_path.read_bytes():
+    if drafter.read_bytes(drafter.spm_path.name) == verifier.read_bytes(verifier.spm_path.name):
         return
     mine, theirs = Tokenizer(drafter.spm_path).pieces(), Tokenizer(verifier.spm_path).pieces()
     for i, (a, b) in enumerate(zip(mine, theirs)):
@@ -143,20 +142,22 @@ def check_drafter(verifier: ModelDir, drafter: ModelDir) -> None:
 
 
 def load_checked(model: str | os.PathLike | ModelDir | None, drafter: str | os.PathLike | ModelDir | None,
-                 role: str, compute_type: str) -> tuple[ModelDir, Optional[ModelDir]]:
+                 role: str, compute_type: str, load: Callable[[Path], ModelDir] = ModelDir.load
+                 ) -> tuple[ModelDir, Optional[ModelDir]]:
     """Validate the model (and drafter) directories without building engines: what the
     CLI checks once before starting worker processes, and what Translator builds on.
     With model=None the packaged default drafter is used too, when it is installed.
     A ModelDir (already loaded, so its files already hashed) is checked as it is, not
-    read again: the CLI hands the directories it checked to the Translator it builds."""
-    model_dir = model if isinstance(model, ModelDir) else ModelDir.load(resolve_model(model, role))
+    read again: the CLI hands the directories it checked to the Translator it builds.
+    load: what reads a directory (a Ray job's driver: model_files.ReadOnce)."""
+    model_dir = model if isinstance(model, ModelDir) else load(resolve_model(model, role))
     check_compute_type(model_dir, compute_type)
     if drafter is None and model is None and role == "translate":
         default = packaged_model_path(DEFAULT_MODELS["drafter"])
         drafter = default if default.is_dir() else None
     drafter_dir = None
     if drafter is not None:
-        drafter_dir = drafter if isinstance(drafter, ModelDir) else ModelDir.load(drafter)
+        drafter_dir = drafter if isinstance(drafter, ModelDir) else load(Path(drafter))
         check_compute_type(drafter_dir, compute_type)
     if model_dir.config.arch != "transformer":
         raise ModelDirError(f"{model_dir.path}: arch: {model_dir.config.arch!r} (expected \"transformer\": "

@@ -52,6 +52,7 @@ try:
         from pyfastdec.jobs.progress import Progress, print_stats
         from pyfastdec.jobs.workers import results_in_one_process, results_in_workers
         from pyfastdec.model_dir import ModelDir, ModelDirError
+        from pyfastdec.model_dir.model_files import ReadOnce
         from pyfastdec.model_summary import model_summary, strategy_line
         from pyfastdec.runtime import check_threads, check_workers, cpu_info, default_threads
         from pyfastdec.size_limits import (ENGINE_MAX_TOPK, MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK,
@@ -435,11 +436,12 @@ def _run_on_ray(args) -> int:
     if args.input and not os.path.isdir(args.input):
         InputLines(args.input)  # a missing or invalid input file fails before Ray and the model load
     spec = model_spec(args)
-    model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type)
+    read = ReadOnce()  # each directory read once: checked here, then shipped as the same bytes
+    model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type, read)
     options = decode_options(args, default_strategy(model_dir, drafter_dir, spec.role, ALGOS))
     from pyfastdec import ray_cli  # raises CliError saying how to install the extra
-    return ray_cli.run(args, spec, options, None if args.ray == RAY_LOCAL else args.ray, model_dir.path,
-                       None if drafter_dir is None else drafter_dir.path)
+    return ray_cli.run(args, spec, options, None if args.ray == RAY_LOCAL else args.ray, read.files(model_dir),
+                       read.files(drafter_dir))
 
 
 # ----------------------------------------------------------------------------- info, bench

@@ -41,7 +41,7 @@ except ImportError as err:  # pragma: no cover - exercised by a test in a subpro
 from pyfastdec.api import load_checked
 from pyfastdec.jobs.options import DecodeOptions, ModelSpec
 from pyfastdec.model_dir import ModelDirError
-from pyfastdec.model_dir.model_files import ModelFiles
+from pyfastdec.model_dir.model_files import ModelFiles, ReadOnce
 from pyfastdec.row_batches import LINE_COLUMN, NOTES_COLUMN, decode_batch  # noqa: F401  (columns: public here too)
 
 # A test hook: a path P. While P.armed exists, the first actor to rename it to P.fired exits
@@ -119,7 +119,7 @@ def _map(ds: "ray.data.Dataset", spec: ModelSpec, options: DecodeOptions, column
          workers: Optional[int], lines_per_call: Optional[int], ship_model: bool, cli_lines: bool = False,
          shipped: Optional[tuple[ModelFiles, Optional[ModelFiles]]] = None) -> "ray.data.Dataset":
     """shipped: the files to ship (read by the caller, who recorded their digest); else,
-    with ship_model, the directories of `spec` are checked and read here."""
+    with ship_model, the directories of `spec` are read here, once each, and checked."""
     if workers is not None and workers < 1:
         raise ValueError(f"workers: expected a positive integer or None (autoscaling), got {workers}")
     if lines_per_call is None:
@@ -128,9 +128,9 @@ def _map(ds: "ray.data.Dataset", spec: ModelSpec, options: DecodeOptions, column
     if ship_model:
         if shipped is None:
             # Checked here, where the error is one line before anything starts.
-            model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type)
-            shipped = (ModelFiles.read(model_dir.path),
-                       None if drafter_dir is None else ModelFiles.read(drafter_dir.path))
+            read = ReadOnce()
+            model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type, read)
+            shipped = (read.files(model_dir), read.files(drafter_dir))
         model_files = _ship(shipped[0])
         drafter_files = None if shipped[1] is None else _ship(shipped[1])
     pool = (ray.data.ActorPoolStrategy(size=workers) if workers is not None

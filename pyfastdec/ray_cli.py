@@ -79,9 +79,10 @@ def _model_error(err: BaseException) -> Optional[str]:
     return None
 
 
-def run(args, spec: ModelSpec, options: DecodeOptions, address: Optional[str], model_path: Path,
-        drafter_path: Optional[Path]) -> int:
-    """The --ray path of fastdec translate/correct; address None: a local cluster."""
+def run(args, spec: ModelSpec, options: DecodeOptions, address: Optional[str], model_files: ModelFiles,
+        drafter_files: Optional[ModelFiles]) -> int:
+    """The --ray path of fastdec translate/correct; address None: a local cluster. The
+    model's files as the driver read and checked them (model_files.ReadOnce)."""
     started = False
 
     def execute(rows: list[dict], model: ModelFiles, drafter: Optional[ModelFiles]):
@@ -98,7 +99,7 @@ def run(args, spec: ModelSpec, options: DecodeOptions, address: Optional[str], m
             yield {column: batch[column].tolist() for column in COLUMNS}
 
     try:
-        return resumable_job.run(args, spec, options, model_path, drafter_path, execute, "Ray")
+        return resumable_job.run(args, spec, options, model_files, drafter_files, execute, "Ray")
     except ray.exceptions.RayError as err:
         line = _model_error(err)
         if line is None:

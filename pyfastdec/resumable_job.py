@@ -168,16 +168,16 @@ class WorkDir:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def run(args, spec: ModelSpec, options: DecodeOptions, model_path: Path, drafter_path: Optional[Path],
+def run(args, spec: ModelSpec, options: DecodeOptions, model: ModelFiles, drafter: Optional[ModelFiles],
         execute: Executor, engine: str) -> int:
-    """Decode args.input into args.output with `execute`; `engine` names it in --stats."""
+    """Decode args.input into args.output with `execute`; `engine` names it in --stats.
+    model, drafter: the directories' files as the caller read and checked them
+    (model_files.ReadOnce): the digest in the manifest is of the very bytes the executor
+    decodes with."""
     if not args.input or args.input == "-" or not args.output or args.output == "-":
         raise CliError("--ray needs -i IN and -o OUT (files, or directories of shards): outputs are committed "
                        "shard by shard, so a killed job can resume", EXIT_BAD_INPUT)
     shards, work_path = plan_shards(args.input, args.output)
-    # Read once: the digest in the manifest is of the very bytes the executor decodes with.
-    model = ModelFiles.read(model_path)
-    drafter = ModelFiles.read(drafter_path) if drafter_path is not None else None
     new = manifest(shards, spec, options, model, drafter)
     work = WorkDir(work_path, new, lambda old: _what_differs(old, new, shards, model, drafter))
     total = sum(len(s.lines) for s in shards)

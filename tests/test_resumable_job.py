@@ -18,7 +18,7 @@ from pyfastdec.api import load_checked
 from pyfastdec.default_strategy import default_strategy
 from pyfastdec.jobs.errors import EXIT_BAD_INPUT, CliError
 from pyfastdec.jobs.options import DecodeOptions, ModelSpec
-from pyfastdec.model_dir.model_files import ModelFiles, files_digest
+from pyfastdec.model_dir.model_files import ModelFiles, ReadOnce, files_digest
 from pyfastdec.row_batches import LINE_COLUMN, NOTES_COLUMN, decode_batch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,10 +73,11 @@ def job(argv: list[str], tmp: Path, decode: bool = True, model: Path = MODEL, ex
     args = cli.build_parser().parse_args(["translate", "-m", str(model), "--algo", "greedy", "--threads", "1",
                                           *argv])
     spec = cli.model_spec(args)
-    model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type)
+    read = ReadOnce()  # as cli._run_on_ray: each directory read once, checked, then shipped
+    model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type, read)
     options = cli.decode_options(args, default_strategy(model_dir, drafter_dir, spec.role, cli.ALGOS))
     execute = (executor_class or Shuffled)(tmp, spec, options, decode, **executor)
-    return (lambda: resumable_job.run(args, spec, options, model_dir.path, None, execute, "a test")), execute
+    return (lambda: resumable_job.run(args, spec, options, read.files(model_dir), None, execute, "a test")), execute
 
 
 def write_shards(directory: Path, lines: list[str], sizes: list[int]) -> list[list[str]]:
@@ -231,3 +232,77 @@ def test_a_resumed_job_refuses_a_model_directory_replaced_in_place(tmp_path, mon
     assert cli.main(["translate", "-m", str(MODEL), "--algo", "greedy", "--threads", "1", "-i",
                      str(tmp_path / "in.txt"), "-o", str(tmp_path / "one.txt")]) == 0
     assert (tmp_path / "out.txt").read_bytes() == (tmp_path / "one.txt").read_bytes()
+
+
+def test_the_ray_driver_reads_each_model_file_once(tmp_path, monkeypatch):
+    """cli._run_on_ray, with ray_cli's executor replaced by one that echoes the input:
+    every file of both directories of a BiLD pair is read from disk once (ReadOnce: the
+    checks run on the bytes that are shipped), and what is shipped is the directory's
+    content (its digest as a fresh read gives it)."""
+    import sys
+    import types
+
+    import pyfastdec
+    from pyfastdec.model_dir import safetensors_io
+
+    big, little = ROOT / "models" / "en-de-big", ROOT / "models" / "en-de-little"
+    reads: dict[str, int] = {}
+    read_bytes, map_file = Path.read_bytes, safetensors_io.map_file
+
+    def counted_read(self):
+        reads[str(self)] = reads.get(str(self), 0) + 1
+        return read_bytes(self)
+
+    def counted_map(header):
+        reads[str(header.path)] = reads.get(str(header.path), 0) + 1
+        return map_file(header)
+
+    shipped = []
+
+    def run(args, spec, options, address, model, drafter):
+        shipped.extend([model, drafter])
+
+        def echo(rows, model, drafter):
+            yield {"shard": [r["shard"] for r in rows], "part": [r["part"] for r in rows],
+                   LINE_COLUMN: [r[LINE_COLUMN] for r in rows],
+                   resumable_job.OUTPUT_COLUMN: [r["text"] + "\n" for r in rows], NOTES_COLUMN: [""] * len(rows)}
+        return resumable_job.run(args, spec, options, model, drafter, echo, "a test")
+
+    fake = types.ModuleType("pyfastdec.ray_cli")
+    fake.run = run
+    monkeypatch.setitem(sys.modules, "pyfastdec.ray_cli", fake)
+    monkeypatch.setattr(pyfastdec, "ray_cli", fake, raising=False)
+    monkeypatch.setattr(Path, "read_bytes", counted_read)
+    monkeypatch.setattr(safetensors_io, "map_file", counted_map)
+    lines = numbered_lines(5)
+    (tmp_path / "in.txt").write_text("".join(t + "\n" for t in lines))
+    assert cli.main(["translate", "-m", str(big), "--drafter", str(little), "--ray", "-i", str(tmp_path / "in.txt"),
+                     "-o", str(tmp_path / "out.txt")]) == 0
+    monkeypatch.undo()
+    assert (tmp_path / "out.txt").read_text().splitlines() == lines
+    model_files = {str(p): 1 for d in (big, little) for p in d.iterdir() if p.is_file()}
+    assert {name: n for name, n in reads.items() if name in model_files} == model_files
+    assert [m.digest for m in shipped] == [ModelFiles.read(big).digest, ModelFiles.read(little).digest]
+
+
+@pytest.mark.parametrize("damage", ["missing", "foreign", "weights", "spm"])
+def test_the_ray_driver_refuses_a_directory_in_model_dir_load_s_words(tmp_path, damage):
+    """ReadOnce (files read into memory first) refuses what ModelDir.load (from disk)
+    refuses, with the very same line."""
+    from pyfastdec.model_dir import ModelDir, ModelDirError
+
+    model = tmp_path / "model"
+    if damage != "missing":
+        shutil.copytree(MODEL, model)
+    if damage == "foreign":  # a Hugging Face folder: the line names the converter
+        (model / "config.json").write_text('{"model_type": "marian", "architectures": ["MarianMTModel"]}')
+    elif damage in ("weights", "spm"):  # one byte changed: config.json's checksum refuses it
+        name = "model.safetensors" if damage == "weights" else "spm.model"
+        data = bytearray((model / name).read_bytes())
+        data[-1] ^= 1
+        (model / name).write_bytes(bytes(data))
+    with pytest.raises(ModelDirError) as from_disk:
+        ModelDir.load(model)
+    with pytest.raises(ModelDirError) as read_once:
+        ReadOnce()(model)
+    assert str(read_once.value) == str(from_disk.value)

@@ -7,6 +7,9 @@
 - tokenizer_files.py  spm.model, or Marian's source.spm / target.spm / vocab.json
 - checksums.py        config.json "checksum": digests, content checks, what writers record
 - loader.py           ModelDir.load: a whole directory validated, weights memory-mapped
+                      (or viewed in the bytes a caller read already)
+- model_files.py      a directory's files in memory with one digest (what a Ray job ships);
+                      ReadOnce: read once, validated from those bytes
 - shared_encoder.py   encoder digests, and models that read another model's encoder
 - heads_verifier.py   proposal heads and the model they were trained for (heads.verifier)
 - errors.py           ModelDirError and the wording of refusals

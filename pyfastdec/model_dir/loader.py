@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from pyfastdec.model_dir import safetensors_io
 from pyfastdec.model_dir.checksums import check_content
 from pyfastdec.model_dir.config_parser import read_config
 from pyfastdec.model_dir.config_schema import ModelConfig
-from pyfastdec.model_dir.errors import ModelDirError, require_file as _require_file
+from pyfastdec.model_dir.errors import ModelDirError, files_in_memory, read_bytes, require_file as _require_file
 from pyfastdec.model_dir.foreign_models import convert_first
 from pyfastdec.model_dir.heads_verifier import check_heads_verifier
 from pyfastdec.model_dir.layout import CONFIG_FILE, SPM_FILE, WEIGHTS_FILE
@@ -31,17 +32,34 @@ from pyfastdec.model_dir.tokenizer_files import check_tokenizer
 
 @dataclass(frozen=True)
 class ModelDir:
-    """A validated model directory; `tensors` are read-only views of a memory map."""
+    """A validated model directory; `tensors` are read-only views of a memory map (of the
+    bytes in memory it was loaded from, with load's `files`)."""
 
     path: Path
     config: ModelConfig
     tensors: dict[str, np.ndarray]
     spm_path: Optional[Path]  # the joint spm.model; None for tokenizer "marian" (see tokenizer_files)
     tokenizer_files: dict[str, Path] = dataclasses.field(default_factory=dict)  # file name -> path
+    # The bytes it was validated from (load's `files`; its tensors view them), so that what
+    # compares its files later reads none of them again; None: they are on disk only.
+    files: Optional[Mapping[str, bytes]] = dataclasses.field(default=None, repr=False, compare=False)
+    # Digests of this load's tensors by kind (shared_encoder.encoder_digest): the tensors are
+    # read-only views of one mapping, so one computed for this object stays true, and the
+    # CLI, which checks a pair and then builds its Translator from the same objects, hashes
+    # an encoder once. Not an argument: dataclasses.replace starts an empty one.
+    digests: dict[str, str] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "ModelDir":
+    def load(cls, path: str | os.PathLike, files: Optional[Mapping[str, bytes]] = None) -> "ModelDir":
+        """files: the directory's files already read (file name -> content, as
+        model_files.ModelFiles holds them), validated from those bytes instead of read
+        again; the tensors then view them."""
         path = Path(path)
+        with nullcontext() if files is None else files_in_memory(path, files):
+            return cls._load(path, files)
+
+    @classmethod
+    def _load(cls, path: Path, files: Optional[Mapping[str, bytes]]) -> "ModelDir":
         if not path.is_dir():
             what = "not a directory" if path.exists() else "no such directory"
             raise ModelDirError(f"{path}: (directory): {what} "
@@ -59,9 +77,13 @@ class ModelDir:
         weights_path = path / WEIGHTS_FILE
         _require_file(weights_path, f"the weights of {config_path}")
         try:
-            header = safetensors_io.read_header(weights_path)
+            if files is None or WEIGHTS_FILE not in files:
+                header, mapping = safetensors_io.read_header(weights_path), None
+            else:
+                header, mapping = safetensors_io.view_bytes(weights_path, files[WEIGHTS_FILE])
             check_tensors(header, config)
-            mapping = safetensors_io.map_file(header)
+            if mapping is None:
+                mapping = safetensors_io.map_file(header)
             # Hashes the very mapping the tensors view, so what is checked is what runs.
             check_content(mapping, weights_path, WEIGHTS_FILE, config, config_path)
             tensors = safetensors_io.map_tensors(header, mapping)
@@ -73,7 +95,13 @@ class ModelDir:
         except OSError as err:
             raise ModelDirError(f"{weights_path}: (file): unreadable ({err.strerror})") from None
 
-        files = check_tokenizer(path, config, config_path)
-        loaded = cls(path, config, tensors, files.get(SPM_FILE), files)
+        tokenizer = check_tokenizer(path, config, config_path)
+        loaded = cls(path, config, tensors, tokenizer.get(SPM_FILE), tokenizer, files)
         check_heads_verifier(loaded)
         return loaded
+
+    def read_bytes(self, name: str) -> bytes:
+        """The content of file `name` of the directory: the bytes it was loaded from, else the disk's."""
+        if self.files is not None and name in self.files:
+            return self.files[name]
+        return read_bytes(self.path / name)

@@ -18,6 +18,7 @@ and can never make a view reach past the end of the mapping.
 """
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -200,8 +201,7 @@ def _check_coverage(path: Any, infos: list[TensorInfo], data_size: int) -> None:
                                           f"(expected the tensors to end at byte {data_size})")
 
 
-def _read_header_from(path: Any, f) -> Header:
-    file_size = os.fstat(f.fileno()).st_size
+def _read_header_from(path: Any, f, file_size: int) -> Header:
     head = f.read(_LENGTH.size)
     if len(head) < _LENGTH.size:
         raise _fail(path, "header length", f"file is {file_size} bytes (expected at least 8; file truncated?)")
@@ -231,7 +231,14 @@ def read_header(path: str | os.PathLike) -> Header:
     if not stat.S_ISREG(os.stat(path).st_mode):
         raise _fail(path, "file", "not a regular file (expected a .safetensors file)")
     with open(path, "rb") as f:
-        return _read_header_from(path, f)
+        return _read_header_from(path, f, os.fstat(f.fileno()).st_size)
+
+
+def view_bytes(path: str | os.PathLike, data: bytes) -> tuple[Header, np.ndarray]:
+    """read_header and map_file for the content of file `path` already in memory: its
+    validated header and a read-only uint8 view of `data` (no copy)."""
+    header = _read_header_from(path, io.BytesIO(data), len(data))
+    return header, np.frombuffer(data, dtype=np.uint8)
 
 
 def map_file(header: Header) -> np.memmap:

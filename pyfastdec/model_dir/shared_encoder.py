@@ -33,13 +33,18 @@ def encoder_digest(model: "ModelDir | str | os.PathLike") -> str:
     if config.encoder_shared is not None:
         raise ModelDirError(f"{model.path / CONFIG_FILE}: encoder.shared: this model has no encoder of its own "
                             f"(it reads another model's), so no model can share it")
+    known = model.digests.get("encoder")
+    if known is not None:  # this load's, computed already (ModelDir.digests)
+        return known
     quant = config.quantization
     described = {name: getattr(config, name) for name in _ENCODER_FIELDS}
     described["layers"] = [dataclasses.astuple(layer) for layer in config.encoder_layers]
     described["scales"] = sorted((name, scale) for name, scale in (quant.activation_scales if quant else {}).items()
                                  if name.startswith("encoder."))
-    return tensors_digest(described, model.tensors,
-                          lambda name: name.startswith("encoder.") or name in ENCODER_INPUT_TENSORS)
+    digest = tensors_digest(described, model.tensors,
+                            lambda name: name.startswith("encoder.") or name in ENCODER_INPUT_TENSORS)
+    model.digests["encoder"] = digest
+    return digest
 
 
 def check_shared_encoder(host: ModelDir, model: ModelDir, role: str) -> None:

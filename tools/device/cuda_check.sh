@@ -12,6 +12,12 @@
 # Everything lands in $OUT: env.txt, build.log, tests.log, junit.xml, bench.log,
 # cuda_bench.json, cuda_bench.md, and summary.txt (each step's exit status and seconds).
 # FASTDEC_CHECK_STEPS=build,tests (say) runs only those steps (default: all three).
+# CUDA_BENCH_COUNTS replaces the bench's sentence counts (default "--batch1 50 --batch32 256"),
+# CUDA_BENCH_LIMIT its time limit in seconds (default 170).
+# Dry run here (no GPU: the bench alone, on the reference ops, tiny counts; HF's base-size
+# model in float32 on 2 busy cores takes ~10 s a sentence, hence the longer limit):
+#   FASTDEC_CHECK_STEPS=bench FASTDEC_BENCH_DRY=1 CUDA_BENCH_COUNTS="--batch1 3 --batch32 8" \
+#     CUDA_BENCH_LIMIT=900 OUT=/tmp/cuda-dry PYTHON=/work/venv/bin/python bash tools/device/cuda_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:?OUT must name the folder the results go to}"
@@ -46,7 +52,9 @@ command -v nvcc >/dev/null || export PATH="$PATH:/usr/local/cuda/bin"  # CMake's
 if step build 150 build.log env FASTDEC_CUDA=1 "$PY" tools/build_inplace.py; then
   step tests 150 tests.log "$PY" -m pytest tests/test_cuda_gpu.py tests/test_device_option.py -q -rs -s \
     -p no:cacheprovider --junitxml="$OUT/junit.xml"
-  step bench 170 bench.log "$PY" -m bench.cuda_bench --out "$OUT" --work /tmp/bench-cuda --batch1 50 --batch32 256
+  # shellcheck disable=SC2086  # the counts are several words
+  step bench "${CUDA_BENCH_LIMIT:-170}" bench.log "$PY" -m bench.cuda_bench --out "$OUT" --work /tmp/bench-cuda \
+    ${CUDA_BENCH_COUNTS:---batch1 50 --batch32 256}
 else
   tail -40 "$OUT/build.log"
 fi
