@@ -1,5 +1,6 @@
 """Distillation writes one line per source, in order, and resumes after an interruption."""
 import gzip
+import json
 
 import pytest
 import torch
@@ -47,3 +48,18 @@ def test_native_engine_distils_like_the_torch_reference(tmp_path, common):
     main(common + ["--out", str(tmp_path / "native.de"), "--engine", "native"])
     main(common + ["--out", str(tmp_path / "torch.de"), "--engine", "torch"])
     assert (tmp_path / "native.de").read_text() == (tmp_path / "torch.de").read_text()
+
+
+def test_torch_greedy_path_gives_the_beam_1_outputs(tmp_path, common):
+    # --beam 1 on the torch engine decodes with export.decode.greedy (what runs on a GPU):
+    # the same lines as the native engine's beam search with beam 1. A teacher whose
+    # outputs decode to text (seed 4's are control tokens only: every line would be the
+    # reference fallback, equal whatever was decoded)
+    write_model_dir(tiny_model(seed=7), tiny_spm(tmp_path / "spm7.model"), tmp_path / "teacher7")
+    one = [str(tmp_path / "teacher7") if a.endswith("teacher") else "1" if a == "3" else a for a in common]
+    main(one + ["--out", str(tmp_path / "native.de"), "--engine", "native"])
+    main(one + ["--out", str(tmp_path / "greedy.de"), "--engine", "torch", "--device", "cpu"])
+    assert json.loads((tmp_path / "greedy.de.json").read_text())["reference_fallbacks"] == []
+    assert (tmp_path / "native.de").read_text() == (tmp_path / "greedy.de").read_text()
+    with pytest.raises(ValueError, match=r"--device cuda: decodes with --engine torch and --beam 1"):
+        main(common + ["--out", str(tmp_path / "x.de"), "--engine", "torch", "--device", "cuda"])
