@@ -64,13 +64,13 @@ import argparse
 import json
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from pyfastdec.training.heads_command import main as train_heads_main
 
 from . import choose_bild, choose_block, choose_guard, choose_margin, compact_ckpt, distill, prune, shortlist, train, \
     train_shared, uagec, write
+from .build_chains import CHAINS, EN_DE, FROM_TARGETS, GENERAL, Chain, checkpoint_identity, keep_returned
 from .data import cache_root, corpus_path, read_lines
 from .recipes import get_recipe
 
@@ -122,34 +122,6 @@ MINUTES = {"teacher-en-de": 150, "student-en-de-ssru": 25, "student-en-de-attn":
 # The recipes export.train runs on --device (the rest on the CPU): the general chain's
 # ~151k pairs take hours per model on 2 cores, minutes on a GPU.
 DEVICE_RECIPES = ("teacher-en-de-general", "student-en-de-general")
-# Distillation of the general train sources with the native engine, 2 threads, timed on
-# 256 of them (python -m export.distill --stop-after 256): beam 5 produced 314 output
-# tokens/s, beam 1 (= greedy) 1,110; the ~3.1M reference tokens of train (151,207 x 20.4)
-# are ~2.7 hours at beam 5, ~47 minutes greedy (bench/README.md, "General En-De
-# distillation"). Greedy, so that the CPU chain stays a one-evening job and matches what a
-# device call distils on the GPU (tools/device/train_general_student.sh).
-GENERAL_BEAM = 1
-
-
-@dataclass(frozen=True)
-class Chain:
-    """One teacher -> distillation -> students family. Its corpus is its teacher recipe's
-    "corpus" (Builder.corpus), so every stage after the teacher reads the same files."""
-    teacher: str         # model name of the teacher (RECIPE_OF)
-    distill: str         # build target of the distilled train targets
-    distill_dir: str     # runs/<distill_dir>/train.de
-    beam: int            # distillation beam (1: greedy)
-    models: tuple        # the models built from it
-    suffix: str = ""     # of its runs/ folders that would clash with another chain's
-
-
-EN_DE = Chain("teacher-en-de", "distill-en-de", "distill", 5, ("en-de", "en-de-attn", "en-de-drafter", "en-de-big",
-                                                                "en-de-little"))
-GENERAL = Chain("teacher-en-de-general", "distill-en-de-general", "distill-general", GENERAL_BEAM,
-                ("en-de-general",), "-general")
-CHAINS = (EN_DE, GENERAL)
-# The targets that take --from: what was trained elsewhere (a device call) instead.
-FROM_TARGETS = ("uk-gec-base", "teacher-en-de-general", "distill-en-de-general", "en-de-general")
 # uk-gec-base: its two recipes, and where the model goes (not models/: ~37 MB).
 GEC_BASE, GEC_BASE_SYNTH = "uk-gec-base", "uk-gec-base-synth"
 
@@ -218,29 +190,8 @@ class Builder:
         return get_recipe(self.recipes[chain.teacher])["corpus"]
 
     def returned(self, target: str) -> Path | None:
-        """What --from gave `target`, in this command or an earlier one (kept under
-        runs/returned/, so later targets find it): a checkpoint .pt, or distilled targets."""
-        kept = self.runs / "returned" / (target + (".de" if target.startswith("distill") else ".pt"))
-        source = self.from_.get(target)
-        if source is not None:
-            stamp = kept.with_name(kept.name + ".from.json")
-            identity = checkpoint_identity(source / compact_ckpt.META if source.is_dir() else source)
-            if not kept.exists() or not stamp.exists() or json.loads(stamp.read_text()) != identity:
-                kept.parent.mkdir(parents=True, exist_ok=True)
-                staging = kept.with_name(kept.name + ".tmp")
-                if source.is_dir():
-                    import torch
-
-                    packed = compact_ckpt.unpack(source)
-                    log(f"{source}: {packed['recipe']} step {packed['step']} ({packed['source']}) -> {kept}")
-                    torch.save(packed, staging)
-                elif kept.suffix == ".de":
-                    staging.write_text("".join(line + "\n" for line in read_lines(source)), encoding="utf-8")
-                else:
-                    shutil.copyfile(source, staging)
-                staging.replace(kept)  # rewritten only when the source changed: a new file means re-distilling
-                stamp.write_text(json.dumps(identity))
-        return kept if kept.exists() else None
+        """What --from gave `target`, now or in an earlier command (build_chains.keep_returned)."""
+        return keep_returned(self.runs, target, self.from_.get(target))
 
     def teacher(self, chain: Chain = EN_DE) -> tuple[Path, Path]:
         """(checkpoint, float32 model directory) of the chain's teacher: the one --from
@@ -509,12 +460,6 @@ def corpus_lines(split: str, lang: str, corpus: str = "multi30k"):
         yield from f
 
 
-def checkpoint_identity(path: Path) -> dict:
-    """What identifies a checkpoint file's content cheaply: path, size, modification time."""
-    st = path.stat()
-    return {"checkpoint": str(path.resolve()), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
-
-
 def choose_checkpoint(run: Path) -> Path:
     """averaged.pt or best.pt of a finished run, whichever scored higher on val."""
     results = json.loads((run / "results.json").read_text())
@@ -549,12 +494,28 @@ def main(argv=None) -> None:
                     "the rest trains on the CPU")
     ap.add_argument("--minutes", action="append", default=[], metavar="RECIPE=MIN",
                     help="override a training budget, e.g. --minutes uk-gec=30")
+    ap.add_argument("--prune-minutes", action="append", default=[], metavar="MODEL=LASSO,FINETUNE",
+                    help="override a model's pruning stage minutes (PRUNE), e.g. en-de-general=1,1 for a dry run")
+    ap.add_argument("--heads-steps", action="append", default=[], metavar="MODEL=STEPS",
+                    help="override a model's proposal-head training steps (HEADS)")
     args = ap.parse_args(argv)
     minutes = dict(MINUTES)
     for item in args.minutes:
         recipe, _, value = item.partition("=")
         get_recipe(recipe)  # an unknown recipe is an error, not a silently ignored override
         minutes[recipe] = float(value)
+    pruning, heads = dict(PRUNE), dict(HEADS)
+    for item in args.prune_minutes:
+        name, _, value = item.partition("=")
+        lasso, _, finetune = value.partition(",")
+        if name not in pruning or not finetune:
+            ap.error(f"--prune-minutes {item}: expected MODEL=LASSO,FINETUNE with MODEL one of {', '.join(PRUNE)}")
+        pruning[name] = (pruning[name][0], float(lasso), float(finetune))
+    for item in args.heads_steps:
+        name, _, value = item.partition("=")
+        if name not in heads or not value.isdigit():
+            ap.error(f"--heads-steps {item}: expected MODEL=STEPS with MODEL one of {', '.join(HEADS)}")
+        heads[name] = (heads[name][0], int(value))
     takers = [name for name in args.names if name in FROM_TARGETS]
     if args.from_ is not None and len(takers) != 1:
         ap.error(f"--from: {len(takers)} of the targets named take it (expected one of {', '.join(FROM_TARGETS)})")
@@ -564,6 +525,7 @@ def main(argv=None) -> None:
     if args.from_ is not None and not args.from_.exists():
         ap.error(f"--from {args.from_}: no such file or folder; expected a checkpoint .pt or a compact_ckpt folder")
     builder = Builder(args.runs, args.models or REPO / "models", args.threads, minutes, device=args.device,
+                      heads=heads, pruning=pruning,
                       from_={takers[0]: args.from_} if args.from_ is not None else None, gec_base_home=args.models)
     for name in (NAMES if "all" in args.names else args.names):
         log(f"{name} -> {builder.build(name)}")

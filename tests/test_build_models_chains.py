@@ -81,7 +81,7 @@ def test_each_chain_reads_its_own_corpus(stages, model, corpus_dir, recipes):
     assert argument(calls, "train", "--recipe") == recipes
     [corpus_arg] = argument(calls, "distill", "--corpus")
     assert build_models.corpus_path("train", "en", corpus_arg) == corpus / "train.en.gz"
-    assert argument(calls, "distill", "--beam") == [str(5 if model == "en-de" else build_models.GENERAL_BEAM)]
+    assert argument(calls, "distill", "--beam") == [str(5 if model == "en-de" else GENERAL.beam)]
     assert argument(calls, "shortlist", "--src") == [str(corpus / "train.en.gz")]
     assert argument(calls, "heads", "--sources") == [str(corpus / "train.en.gz")]
     assert argument(calls, "heads", "--held-out") == [str(n_train // 10)]
