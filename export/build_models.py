@@ -67,6 +67,7 @@ import time
 from pathlib import Path
 
 from pyfastdec.training.heads_command import main as train_heads_main
+from pyfastdec.training.rehash import dump_config, rehash
 
 from . import choose_bild, choose_block, choose_guard, choose_margin, compact_ckpt, distill, prune, shortlist, train, \
     train_shared, uagec, write
@@ -122,6 +123,30 @@ MINUTES = {"teacher-en-de": 150, "student-en-de-ssru": 25, "student-en-de-attn":
 # The recipes export.train runs on --device (the rest on the CPU): the general chain's
 # ~151k pairs take hours per model on 2 cores, minutes on a GPU.
 DEVICE_RECIPES = ("teacher-en-de-general", "student-en-de-general")
+# config.json "description" of each model built (fastdec info prints the defaults'): what
+# it was trained on and what it is good for, one line, true of every build of it.
+_CAPTIONS = "trained only on Multi30k's 29,000 English image captions and their German translations"
+_NOT_GENERAL = ("not for general text (news, chat, documents): for that, convert an OPUS-MT model "
+                "(README, \"Translate real text\")")
+DESCRIPTIONS = {
+    "en-de": f"English->German student, {_CAPTIONS} (distilled from teacher-en-de): good for short caption-like "
+             f"sentences and for trying the engine; {_NOT_GENERAL}",
+    "en-de-attn": f"en-de's student with an attention decoder, {_CAPTIONS}: the benchmarks' model for engines "
+                  f"without SSRU; {_NOT_GENERAL}",
+    "en-de-drafter": f"GAD block drafter reading en-de's encoder, {_CAPTIONS}: drafts for en-de, not a translator "
+                     "on its own",
+    BIG: f"teacher-en-de in int8, {_CAPTIONS}: BiLD's big model for the benchmarks; {_NOT_GENERAL}",
+    LITTLE: f"BiLD's little model over en-de-big's encoder, {_CAPTIONS}: drafts for en-de-big, not a translator "
+            "on its own",
+    "uk-gec": "Ukrainian grammatical error correction, trained on UA-GEC (gec-only annotation layer): a "
+              "conservative corrector of Ukrainian prose, not a rewriter; text in other scripts comes back unchanged",
+    "uk-gec-base": "Ukrainian grammatical error correction, base size: pretrained on synthetic errors in UA-GEC's "
+                   "corrected sentences, then trained on UA-GEC (gec-only annotation layer)",
+    "en-de-general": "English->German student, trained on ~151k general-domain pairs (news, everyday Tatoeba "
+                     "sentences, customer-support chat, Wikipedia post-edits, Multi30k: data/README.md), distilled "
+                     "from teacher-en-de-general: meant for ordinary text; its scores: python -m "
+                     "export.general_report",
+}
 # uk-gec-base: its two recipes, and where the model goes (not models/: ~37 MB).
 GEC_BASE, GEC_BASE_SYNTH = "uk-gec-base", "uk-gec-base-synth"
 
@@ -427,6 +452,12 @@ class Builder:
         return out
 
     def build(self, name: str) -> Path:
+        out = self._build(name)
+        if name in DESCRIPTIONS:
+            describe(out, DESCRIPTIONS[name])
+        return out
+
+    def _build(self, name: str) -> Path:
         chain = next((c for c in CHAINS if name in (c.teacher, c.distill)), None)
         if chain is not None:
             return self.teacher(chain)[1] if name == chain.teacher else self.distilled(chain)
@@ -439,6 +470,17 @@ class Builder:
         if name == LITTLE:
             return self.little()
         return self.student(name)
+
+
+def describe(model_dir: Path, text: str) -> None:
+    """config.json "description" set to `text` and the checksums recorded again (only
+    config.json changes; no digest other models record covers the field)."""
+    config_file = model_dir / "config.json"
+    config = json.loads(config_file.read_text())
+    if config.get("description") != text:
+        config["description"] = text
+        config_file.write_text(dump_config(config))
+        rehash(model_dir)
 
 
 def set_aside(*paths: Path) -> None:
