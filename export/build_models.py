@@ -30,8 +30,9 @@ to --runs (outside the repository); only the final model directories go to --mod
                  files (CHAINS). The teacher is a GPU's work (tools/device/
                  train_general_en_de.sh, or --device cuda) or --from the checkpoint a device
                  call returned; distillation is greedy (GENERAL_BEAM); each of the three
-                 takes --from what tools/device/train_general_student.sh returns (the
-                 teacher, ckpt/train.de.gz, the student), kept under runs/returned/
+                 takes --from what a device call gave it (the teacher it carried, and
+                 train.de.gz and student/ of tools/device/train_general_student.sh),
+                 kept under runs/returned/ for later commands
   en-de-little   BiLD's little model over en-de-big's encoder: the strongest head and 128
                  FFN units of en-de-big's first decoder layer, trained on en-de-big's greedy
                  outputs (export.train_shared little --shape 1,128), 18,300 steps: 6
@@ -550,13 +551,13 @@ def main(argv=None) -> None:
     for item in args.prune_minutes:
         name, _, value = item.partition("=")
         lasso, _, finetune = value.partition(",")
-        if name not in pruning or not finetune:
-            ap.error(f"--prune-minutes {item}: expected MODEL=LASSO,FINETUNE with MODEL one of {', '.join(PRUNE)}")
+        if name not in pruning or not all(x.replace(".", "", 1).isdigit() for x in (lasso, finetune)):
+            ap.error(f"--prune-minutes {item}: expected MODEL=LASSO,FINETUNE (two numbers of minutes) with MODEL one of {', '.join(PRUNE)}")
         pruning[name] = (pruning[name][0], float(lasso), float(finetune))
     for item in args.heads_steps:
         name, _, value = item.partition("=")
         if name not in heads or not value.isdigit():
-            ap.error(f"--heads-steps {item}: expected MODEL=STEPS with MODEL one of {', '.join(HEADS)}")
+            ap.error(f"--heads-steps {item}: expected MODEL=STEPS (a whole number) with MODEL one of {', '.join(HEADS)}")
         heads[name] = (heads[name][0], int(value))
     takers = [name for name in args.names if name in FROM_TARGETS]
     if args.from_ is not None and len(takers) != 1:

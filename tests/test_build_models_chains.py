@@ -142,3 +142,44 @@ def test_from_is_refused_unless_exactly_one_named_target_takes_it(tmp_path, caps
         with pytest.raises(SystemExit):
             build_models.main([*names, "--from", str(tmp_path / "x.pt"), "--runs", str(tmp_path)])
         assert "--from: " in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_builds_the_general_student_end_to_end(tmp_path, monkeypatch):
+    """The general chain with tiny recipes on a synthetic general set of 60 pairs (beside a
+    Multi30k of 80 it must not read): teacher -> greedy distillation -> pruned int8
+    student with its shortlist, proposal heads and description."""
+    from export.tiny import synthetic_sentences
+    from pyfastdec.backends.native import NativeBackend
+    from pyfastdec.decoding import blockwise, greedy
+
+    data, general = tmp_path / "data", tmp_path / "general"
+    for root, splits in ((data / "multi30k", (("train", 80, 1), ("val", 12, 2))),
+                         (general, (("train", 60, 5), ("val", 12, 6), ("newstest2019", 12, 7)))):
+        root.mkdir(parents=True)
+        for split, n, seed in splits:
+            src = synthetic_sentences(n, seed=seed)
+            for lang, lines in (("en", src), ("de", [" ".join(reversed(s.split())) for s in src])):
+                with gzip.open(root / f"{split}.{lang}.gz", "wt", encoding="utf-8") as f:
+                    f.write("".join(line + "\n" for line in lines))
+    monkeypatch.setenv("FASTDEC_DATA", str(data))
+    tiny = dict(corpus=str(general), test_sets=["newstest2019"])
+    monkeypatch.setitem(RECIPES, "tiny-general", dict(RECIPES["test-tiny"], **tiny))
+    monkeypatch.setitem(RECIPES, "tiny-general-ssru", dict(RECIPES["test-tiny-ssru"], **tiny))
+    runs, models = tmp_path / "runs", tmp_path / "models"
+    builder = Builder(runs, models, threads=1, minutes={}, train_args=("--max-steps", "4"),
+                      recipes={"teacher-en-de-general": "tiny-general", "en-de-general": "tiny-general-ssru"},
+                      heads={"en-de-general": (2, 20)},
+                      pruning={"en-de-general": ("enc_heads=0.5,enc_ffn=0.5,dec_heads=0.5,dec_ffn=0.5", 0.03, 0.02)})
+    student = builder.build("en-de-general")
+    assert len((runs / "distill-general" / "train.de").read_text().splitlines()) == 60  # the general sources
+    assert json.loads((runs / "distill-general" / "train.de.json").read_text())["beam"] == GENERAL.beam
+    assert (runs / "heads-en-de-general" / "eval.json").exists() and (student / "shortlist.bin").exists()
+    model = NativeBackend(student, threads=1)
+    config = model.model_dir.config
+    assert config.quantization.weights == "int8" and config.heads.count == 2
+    assert config.description == build_models.DESCRIPTIONS["en-de-general"]
+    assert [layer.heads for layer in config.encoder_layers] == [1]  # pruned from the tiny recipe's 2
+    src = [[5, 6, 7, 8, 3], [9, 10, 3]]
+    assert blockwise(model, src, policy=None)[0] == greedy(model, src)[0]
+    assert not (runs / "distill").exists()  # the caption chain's folder untouched
