@@ -143,9 +143,9 @@ DESCRIPTIONS = {
               "conservative corrector of Ukrainian prose, not a rewriter; text in other scripts comes back unchanged",
     "uk-gec-base": "Ukrainian grammatical error correction, base size: pretrained on synthetic errors in UA-GEC's "
                    "corrected sentences, then trained on UA-GEC (gec-only annotation layer)",
-    "en-de-general": "English->German student, trained on ~151k general-domain pairs (news, everyday Tatoeba "
-                     "sentences, customer-support chat, Wikipedia post-edits, Multi30k: data/README.md), distilled "
-                     "from teacher-en-de-general: meant for ordinary text; its scores: python -m "
+    "en-de-general": "English->German student, trained on ~151k general-domain pairs (WMT news, Tatoeba's "
+                     "everyday sentences, support chat, Wikipedia post-edits, Multi30k and more: data/README.md), "
+                     "distilled from teacher-en-de-general: meant for ordinary text; its scores: python -m "
                      "export.general_report",
 }
 # uk-gec-base: its two recipes, and where the model goes (not models/: ~37 MB).
