@@ -23,6 +23,16 @@ to --runs (outside the repository); only the final model directories go to --mod
                  block size chosen on val with en-de as verifier (export/choose_block.py)
   en-de-big      BiLD's big model (issue 15): the teacher itself in int8 (activation scales
                  calibrated on val, not pruned) with an IBM-1 shortlist on the training pairs
+  teacher-en-de-general, distill-en-de-general, en-de-general
+                 the same chain on the general-domain set (issue 32, export.general_en_de:
+                 $FASTDEC_GENERAL_EN_DE): its corpus is its teacher recipe's, so distillation,
+                 shortlist pairs, proposal-head sources and held-out counts read the general
+                 files (CHAINS). The teacher is a GPU's work (tools/device/
+                 train_general_en_de.sh, or --device cuda) or --from the checkpoint a device
+                 call returned; distillation is greedy (GENERAL_BEAM); each of the three
+                 takes --from what a device call gave it (the teacher it carried, and
+                 train.de.gz and student/ of tools/device/train_general_student.sh),
+                 kept under runs/returned/ for later commands
   en-de-little   BiLD's little model over en-de-big's encoder: the strongest head and 128
                  FFN units of en-de-big's first decoder layer, trained on en-de-big's greedy
                  outputs (export.train_shared little --shape 1,128), 18,300 steps: 6
@@ -58,19 +68,22 @@ import time
 from pathlib import Path
 
 from pyfastdec.training.heads_command import main as train_heads_main
+from pyfastdec.training.rehash import dump_config, rehash
 
 from . import choose_bild, choose_block, choose_guard, choose_margin, compact_ckpt, distill, prune, shortlist, train, \
     train_shared, uagec, write
-from .data import cache_root, corpus_path
+from .build_chains import CHAINS, EN_DE, FROM_TARGETS, GENERAL, Chain, checkpoint_identity, keep_returned
+from .data import cache_root, corpus_path, read_lines
 from .recipes import get_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 # The recipe (export/recipes.py) each trained model comes from.
 RECIPE_OF = {"teacher-en-de": "teacher-en-de", "en-de": "student-en-de-ssru", "en-de-attn": "student-en-de-attn",
-             "en-de-drafter": "drafter-en-de", "uk-gec": "uk-gec"}
+             "en-de-drafter": "drafter-en-de", "uk-gec": "uk-gec",
+             "teacher-en-de-general": "teacher-en-de-general", "en-de-general": "student-en-de-general"}
 # Proposal heads trained into a model after it is written: K heads, training steps
 # (3,000 steps of 256 positions: about 20 CPU minutes after the greedy outputs and states).
-HEADS = {"en-de": (4, 3000)}
+HEADS = {"en-de": (4, 3000), "en-de-general": (4, 3000)}
 # Structured pruning after training (export/prune.py, issue 14): the kept share of each
 # group kind, and the minutes of its group-lasso and fine-tuning stages (1 thread each).
 PRUNE_KEEP = "enc_heads=0.5,enc_ffn=0.3,dec_heads=0.75,dec_ffn=0.5"
@@ -78,7 +91,7 @@ PRUNE_KEEP = "enc_heads=0.5,enc_ffn=0.3,dec_heads=0.75,dec_ffn=0.5"
 # uk-gec gained 2.7 between 12 and 24 and was still improving: the shipped one had 24
 # minutes, then 60 more from its int8 directory (issue 16, models/README.md); the drafter
 # needs less cut to fit 8 MB.
-PRUNE = {"en-de": (PRUNE_KEEP, 15, 12), "en-de-attn": (PRUNE_KEEP, 15, 36),
+PRUNE = {"en-de": (PRUNE_KEEP, 15, 12), "en-de-general": (PRUNE_KEEP, 15, 12), "en-de-attn": (PRUNE_KEEP, 15, 36),
          "en-de-drafter": ("enc_heads=0.75,enc_ffn=0.5,dec_heads=1.0,dec_ffn=0.5", 15, 12),
          "uk-gec": (PRUNE_KEEP, 15, 84)}
 # The uk-gec shortlist (export.shortlist on the UA-GEC training pairs): every source piece
@@ -106,7 +119,35 @@ LITTLE_SHAPE = "1,128"
 BIG, LITTLE = "en-de-big", "en-de-little"
 # Training budgets in minutes per recipe (all runs of a stage together; 2 cores).
 MINUTES = {"teacher-en-de": 150, "student-en-de-ssru": 25, "student-en-de-attn": 25, "drafter-en-de": 25,
-           "uk-gec": 90, "uk-gec-base-synth": 6, "uk-gec-base": 2}
+           "uk-gec": 90, "uk-gec-base-synth": 6, "uk-gec-base": 2,
+           "teacher-en-de-general": 900, "student-en-de-general": 150}
+# The recipes export.train runs on --device (the rest on the CPU): the general chain's
+# ~151k pairs take hours per model on 2 cores, minutes on a GPU.
+DEVICE_RECIPES = ("teacher-en-de-general", "student-en-de-general")
+# config.json "description" of each model built (fastdec info prints the defaults'): what
+# it was trained on and what it is good for, one line, true of every build of it.
+_CAPTIONS = "trained only on Multi30k's 29,000 English image captions and their German translations"
+_NOT_GENERAL = ("not for general text (news, chat, documents): for that, convert an OPUS-MT model "
+                "(README, \"Translate real text\")")
+DESCRIPTIONS = {
+    "en-de": f"English->German student, {_CAPTIONS} (distilled from teacher-en-de): good for short caption-like "
+             f"sentences and for trying the engine; {_NOT_GENERAL}",
+    "en-de-attn": f"en-de's student with an attention decoder, {_CAPTIONS}: the benchmarks' model for engines "
+                  f"without SSRU; {_NOT_GENERAL}",
+    "en-de-drafter": f"GAD block drafter reading en-de's encoder, {_CAPTIONS}: drafts for en-de, not a translator "
+                     "on its own",
+    BIG: f"teacher-en-de in int8, {_CAPTIONS}: BiLD's big model for the benchmarks; {_NOT_GENERAL}",
+    LITTLE: f"BiLD's little model over en-de-big's encoder, {_CAPTIONS}: drafts for en-de-big, not a translator "
+            "on its own",
+    "uk-gec": "Ukrainian grammatical error correction, trained on UA-GEC (gec-only annotation layer): a "
+              "conservative corrector of Ukrainian prose, not a rewriter; text in other scripts comes back unchanged",
+    "uk-gec-base": "Ukrainian grammatical error correction, base size: pretrained on synthetic errors in UA-GEC's "
+                   "corrected sentences, then trained on UA-GEC (gec-only annotation layer)",
+    "en-de-general": "English->German student, trained on ~151k general-domain pairs (WMT news, Tatoeba's "
+                     "everyday sentences, support chat, Wikipedia post-edits, Multi30k and more: data/README.md), "
+                     "distilled from teacher-en-de-general: meant for ordinary text; its scores: python -m "
+                     "export.general_report",
+}
 # uk-gec-base: its two recipes, and where the model goes (not models/: ~37 MB).
 GEC_BASE, GEC_BASE_SYNTH = "uk-gec-base", "uk-gec-base-synth"
 
@@ -124,14 +165,15 @@ class Builder:
     """recipes: model name -> recipe (RECIPE_OF); train_args: extra export.train arguments
     (tests pass --max-steps); heads: model name -> (K, steps) of its proposal heads (HEADS);
     shared_minutes: training minutes of the models that read another's encoder (SHARED_MINUTES);
-    shared_steps: their step budgets (SHARED_STEPS); device: the torch device they train on."""
+    shared_steps: their step budgets (SHARED_STEPS); device: the torch device they and
+    DEVICE_RECIPES train on; from_: target -> what --from gave it (FROM_TARGETS)."""
 
     def __init__(self, runs: Path, models: Path, threads: int, minutes: dict[str, float],
                  recipes: dict[str, str] | None = None, train_args: tuple[str, ...] = (),
                  heads: dict[str, tuple[int, int]] | None = None,
                  pruning: dict[str, tuple[str, float, float]] | None = None,
                  shared_minutes: dict[str, float] | None = None, shared_steps: dict[str, int] | None = None,
-                 device: str = "cpu", gec_base_from: Path | None = None, gec_base_home: Path | None = None):
+                 device: str = "cpu", from_: dict[str, Path] | None = None, gec_base_home: Path | None = None):
         self.runs, self.models, self.threads, self.minutes = runs, models, threads, minutes
         self.recipes = dict(recipes or RECIPE_OF)
         self.train_args = list(train_args)
@@ -140,7 +182,7 @@ class Builder:
         self.shared_minutes = dict(SHARED_MINUTES if shared_minutes is None else shared_minutes)
         self.shared_steps = dict(SHARED_STEPS if shared_steps is None else shared_steps)
         self.device = device
-        self.gec_base_from, self.gec_base_home = gec_base_from, gec_base_home
+        self.from_, self.gec_base_home = dict(from_ or {}), gec_base_home
 
     # ------------------------------------------------------------------ stages
     def train(self, name: str, *extra: str) -> Path:
@@ -149,8 +191,9 @@ class Builder:
         out = self.runs / recipe
         if not self._finished(out, recipe):
             log(f"training {recipe} -> {out}")
+            device = ["--device", self.device] if recipe in DEVICE_RECIPES else []
             train.main(["--recipe", recipe, "--out", str(out), "--minutes", str(self.minutes.get(recipe, 30)),
-                        "--threads", str(self.threads), *self.train_args, *extra])
+                        "--threads", str(self.threads), *device, *self.train_args, *extra])
         return choose_checkpoint(out)
 
     def _finished(self, out: Path, recipe: str) -> bool:
@@ -164,28 +207,48 @@ class Builder:
         spent = history[-1]["minutes"] if history else 0.0
         return spent >= self.minutes.get(recipe, 30) - 0.5
 
-    def teacher(self) -> tuple[Path, Path]:
-        """(checkpoint, float32 model directory) of the En-De teacher. The directory is
-        rewritten whenever the chosen checkpoint is not the one it was written from."""
-        ckpt = self.train("teacher-en-de")
-        model_dir = self.runs / "models" / "teacher-en-de"
+    def chain_of(self, name: str) -> Chain:
+        return next(c for c in CHAINS if name in (c.teacher, c.distill, *c.models))
+
+    def corpus(self, chain: Chain) -> str:
+        """The export.data corpus of the chain: its teacher recipe's (multi30k, or the
+        general set's absolute directory)."""
+        return get_recipe(self.recipes[chain.teacher])["corpus"]
+
+    def returned(self, target: str) -> Path | None:
+        """What --from gave `target`, now or in an earlier command (build_chains.keep_returned)."""
+        return keep_returned(self.runs, target, self.from_.get(target))
+
+    def teacher(self, chain: Chain = EN_DE) -> tuple[Path, Path]:
+        """(checkpoint, float32 model directory) of the chain's teacher: the one --from
+        gave, else trained. The directory is rewritten whenever the chosen checkpoint is
+        not the one it was written from."""
+        ckpt = self.returned(chain.teacher) or self.train(chain.teacher)
+        model_dir = self.runs / "models" / chain.teacher
         stamp = model_dir.with_name(model_dir.name + ".source.json")
         if not stamp.exists() or json.loads(stamp.read_text()) != checkpoint_identity(ckpt):
             write.main(["--ckpt", str(ckpt), "--out", str(model_dir)])
             stamp.write_text(json.dumps(checkpoint_identity(ckpt)))
         return ckpt, model_dir
 
-    def distilled(self) -> Path:
-        """Distilled training targets of the current teacher; targets of an earlier
-        teacher are set aside (renamed *.stale), never continued."""
-        out = self.runs / "distill" / "train.de"
+    def distilled(self, chain: Chain = EN_DE) -> Path:
+        """Distilled training targets of the chain's current teacher (or those --from
+        gave); targets of an earlier teacher are set aside (renamed *.stale), never continued."""
+        corpus = self.corpus(chain)
+        n_train = sum(1 for _ in corpus_lines("train", "en", corpus))
+        given = self.returned(chain.distill)
+        if given is not None:
+            lines = len(read_lines(given))
+            if lines != n_train:
+                raise ValueError(f"--from {given}: {lines} lines, expected one per train source of {corpus} ({n_train})")
+            return given
+        out = self.runs / chain.distill_dir / "train.de"
         meta = out.with_name(out.name + ".json")
-        ckpt, teacher_dir = self.teacher()
+        ckpt, teacher_dir = self.teacher(chain)
         teacher = checkpoint_identity(ckpt)
         if meta.exists() and json.loads(meta.read_text()).get("teacher") != teacher:
             set_aside(out, meta)
             log(f"{out}: made by another teacher checkpoint; set aside as *.stale")
-        n_train = sum(1 for _ in corpus_lines("train", "en"))
         if meta.exists() and json.loads(meta.read_text()).get("lines") == n_train:
             return out
         if not meta.exists():
@@ -193,13 +256,14 @@ class Builder:
             meta.write_text(json.dumps({"teacher": teacher, "reference_fallbacks": []}))
         log(f"distilling the training sources with {teacher_dir} -> {out}")
         distill.main(["--model", str(teacher_dir), "--src", "en", "--tgt", "de", "--split", "train",
-                      "--beam", "5", "--out", str(out), "--threads", str(self.threads)])
+                      "--corpus", corpus, "--beam", str(chain.beam), "--out", str(out), "--threads", str(self.threads)])
         return out
 
     def student(self, name: str) -> Path:
-        teacher_ckpt, _ = self.teacher()
-        targets = self.distilled()
-        ckpt = self.train(name, "--init", str(teacher_ckpt), "--train-tgt", str(targets))
+        chain = self.chain_of(name)
+        targets = self.distilled(chain)
+        ckpt = self.returned(name) or self.train(name, "--init", str(self.teacher(chain)[0]),
+                                                 "--train-tgt", str(targets))
         out = self.pruned(self.write_int8(ckpt, name), name, targets)
         if name == "en-de-drafter":
             verifier = self.models / "en-de"
@@ -213,7 +277,7 @@ class Builder:
                                    *map(str, sizes), "--threads", "1"])
         else:
             log(f"shortlist for {name}")
-            shortlist.main(["--src", str(corpus_path("train", "en", "multi30k")), "--tgt", str(targets),
+            shortlist.main(["--src", str(corpus_path("train", "en", self.corpus(chain))), "--tgt", str(targets),
                             "--spm", str(out / "spm.model"), "--out", str(out / "shortlist.bin")])
         if name in self.heads_of:
             out = self.heads(out, name)
@@ -248,8 +312,9 @@ class Builder:
     def _shared_data(self, name: str) -> list[str]:
         """export.train_shared's data and budget arguments: the training sources, the last
         500 (a tenth of a small corpus) held out."""
-        held_out = min(500, sum(1 for _ in corpus_lines("train", "en")) // 10)
-        return ["--sources", str(corpus_path("train", "en", "multi30k")), "--held-out", str(held_out),
+        corpus = self.corpus(self.chain_of(name))
+        held_out = min(500, sum(1 for _ in corpus_lines("train", "en", corpus)) // 10)
+        return ["--sources", str(corpus_path("train", "en", corpus)), "--held-out", str(held_out),
                 "--minutes", str(self.shared_minutes[name]), "--steps", str(self.shared_steps.get(name, 0)),
                 "--device", self.device]
 
@@ -265,8 +330,8 @@ class Builder:
             return out  # rewriting would change its bytes, and so every run over it
         out = self.write_int8(ckpt, BIG)
         log(f"shortlist for {BIG}")
-        rc = shortlist.main(["--src", str(corpus_path("train", "en", "multi30k")),
-                             "--tgt", str(corpus_path("train", "de", "multi30k")),
+        rc = shortlist.main(["--src", str(corpus_path("train", "en", self.corpus(EN_DE))),
+                             "--tgt", str(corpus_path("train", "de", self.corpus(EN_DE))),
                              "--spm", str(out / "spm.model"), "--out", str(out / "shortlist.bin")])
         if rc:
             raise RuntimeError(f"export.shortlist failed for {out} (exit {rc})")
@@ -295,10 +360,11 @@ class Builder:
         training sources; the run (greedy outputs, cached states, checkpoints) resumes."""
         count, steps = self.heads_of[name]
         staging = plain.with_name(plain.name + ".heads.tmp")
-        held_out = min(500, sum(1 for _ in corpus_lines("train", "en")) // 10)  # the rest trains
+        corpus = self.corpus(self.chain_of(name))
+        held_out = min(500, sum(1 for _ in corpus_lines("train", "en", corpus)) // 10)  # the rest trains
         log(f"proposal heads for {name}")
         shutil.rmtree(staging, ignore_errors=True)  # an interrupted build's: the command refuses an existing --out
-        rc = train_heads_main([str(plain), "--sources", str(corpus_path("train", "en", "multi30k")),
+        rc = train_heads_main([str(plain), "--sources", str(corpus_path("train", "en", corpus)),
                                "--run", str(self.runs / f"heads-{name}"), "--out", str(staging),
                                "--heads", str(count), "--steps", str(steps), "--held-out", str(held_out),
                                "--threads", str(self.threads)])
@@ -322,7 +388,7 @@ class Builder:
         checkpoint), else trained here on --device (synthetic pretraining, then UA-GEC);
         then the CPU chain: int8, shortlist, edit margin, guard report."""
         data = uagec.ensure_corpus()
-        source = self.gec_base_from
+        source = self.from_.get(GEC_BASE)
         if source is None:
             synth = self.train(GEC_BASE_SYNTH, "--device", self.device, "--no-test")
             ckpt = self.train(GEC_BASE, "--device", self.device, "--init", str(synth))
@@ -387,10 +453,15 @@ class Builder:
         return out
 
     def build(self, name: str) -> Path:
-        if name == "teacher-en-de":
-            return self.teacher()[1]
-        if name == "distill-en-de":
-            return self.distilled()
+        out = self._build(name)
+        if name in DESCRIPTIONS:
+            describe(out, DESCRIPTIONS[name])
+        return out
+
+    def _build(self, name: str) -> Path:
+        chain = next((c for c in CHAINS if name in (c.teacher, c.distill)), None)
+        if chain is not None:
+            return self.teacher(chain)[1] if name == chain.teacher else self.distilled(chain)
         if name == "uk-gec":
             return self.uk_gec()
         if name == GEC_BASE:
@@ -400,6 +471,17 @@ class Builder:
         if name == LITTLE:
             return self.little()
         return self.student(name)
+
+
+def describe(model_dir: Path, text: str) -> None:
+    """config.json "description" set to `text` and the checksums recorded again (only
+    config.json changes; no digest other models record covers the field)."""
+    config_file = model_dir / "config.json"
+    config = json.loads(config_file.read_text())
+    if config.get("description") != text:
+        config["description"] = text
+        config_file.write_text(dump_config(config))
+        rehash(model_dir)
 
 
 def set_aside(*paths: Path) -> None:
@@ -414,17 +496,11 @@ def set_aside(*paths: Path) -> None:
         path.replace(stale)
 
 
-def corpus_lines(split: str, lang: str):
+def corpus_lines(split: str, lang: str, corpus: str = "multi30k"):
     import gzip
 
-    with gzip.open(corpus_path(split, lang, "multi30k"), "rt", encoding="utf-8") as f:
+    with gzip.open(corpus_path(split, lang, corpus), "rt", encoding="utf-8") as f:
         yield from f
-
-
-def checkpoint_identity(path: Path) -> dict:
-    """What identifies a checkpoint file's content cheaply: path, size, modification time."""
-    st = path.stat()
-    return {"checkpoint": str(path.resolve()), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
 def choose_checkpoint(run: Path) -> Path:
@@ -439,8 +515,9 @@ def choose_checkpoint(run: Path) -> Path:
 
 
 NAMES = ["teacher-en-de", "distill-en-de", "en-de", "en-de-attn", "en-de-drafter", BIG, LITTLE, "uk-gec"]
-# Built only when named: "all" runs on 2 CPU cores, uk-gec-base needs a GPU or --from.
-OPTIONAL = [GEC_BASE]
+# Built only when named: "all" runs on 2 CPU cores; uk-gec-base and the general chain's
+# teacher and student are a GPU's work (--device cuda) or come --from a device call.
+OPTIONAL = [GEC_BASE, GENERAL.teacher, GENERAL.distill, *GENERAL.models]
 
 
 def main(argv=None) -> None:
@@ -450,26 +527,49 @@ def main(argv=None) -> None:
     ap.add_argument("--models", type=Path, default=None, help="where model directories are written (default: "
                     "the repository's models/; uk-gec-base: ~/.cache/pyfastdec/models)")
     ap.add_argument("--from", dest="from_", type=Path, default=None, metavar="PATH",
-                    help="uk-gec-base: start from this trained checkpoint (a .pt, or the folder "
-                    "tools/device/train_uk_gec_base.sh returned under $OUT/model) instead of training")
+                    help="for the one target named of " + ", ".join(FROM_TARGETS) + ": what a device call "
+                    "returned instead of training (distilling): a checkpoint .pt or an export.compact_ckpt "
+                    "folder ($OUT/model of tools/device/train_uk_gec_base.sh, $OUT/teacher and $OUT/student of "
+                    "train_general_student.sh); distill-en-de-general: its ckpt/train.de.gz")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu", help="torch device of the models trained over another's encoder "
-                    "(en-de-drafter, en-de-little), e.g. cuda; the rest trains on the CPU")
+                    "(en-de-drafter, en-de-little) and of " + ", ".join(DEVICE_RECIPES) + ", e.g. cuda; "
+                    "the rest trains on the CPU")
     ap.add_argument("--minutes", action="append", default=[], metavar="RECIPE=MIN",
                     help="override a training budget, e.g. --minutes uk-gec=30")
+    ap.add_argument("--prune-minutes", action="append", default=[], metavar="MODEL=LASSO,FINETUNE",
+                    help="override a model's pruning stage minutes (PRUNE), e.g. en-de-general=1,1 for a dry run")
+    ap.add_argument("--heads-steps", action="append", default=[], metavar="MODEL=STEPS",
+                    help="override a model's proposal-head training steps (HEADS)")
     args = ap.parse_args(argv)
     minutes = dict(MINUTES)
     for item in args.minutes:
         recipe, _, value = item.partition("=")
         get_recipe(recipe)  # an unknown recipe is an error, not a silently ignored override
         minutes[recipe] = float(value)
+    pruning, heads = dict(PRUNE), dict(HEADS)
+    for item in args.prune_minutes:
+        name, _, value = item.partition("=")
+        lasso, _, finetune = value.partition(",")
+        if name not in pruning or not all(x.replace(".", "", 1).isdigit() for x in (lasso, finetune)):
+            ap.error(f"--prune-minutes {item}: expected MODEL=LASSO,FINETUNE (two numbers of minutes) with MODEL one of {', '.join(PRUNE)}")
+        pruning[name] = (pruning[name][0], float(lasso), float(finetune))
+    for item in args.heads_steps:
+        name, _, value = item.partition("=")
+        if name not in heads or not value.isdigit():
+            ap.error(f"--heads-steps {item}: expected MODEL=STEPS (a whole number) with MODEL one of {', '.join(HEADS)}")
+        heads[name] = (heads[name][0], int(value))
+    takers = [name for name in args.names if name in FROM_TARGETS]
+    if args.from_ is not None and len(takers) != 1:
+        ap.error(f"--from: {len(takers)} of the targets named take it (expected one of {', '.join(FROM_TARGETS)})")
     if args.from_ is not None and args.from_.is_dir() and not (args.from_ / compact_ckpt.META).is_file():
         ap.error(f"--from {args.from_}: no {compact_ckpt.META} there; expected the model folder a device call "
                  "returned (export.compact_ckpt) or a checkpoint .pt")
     if args.from_ is not None and not args.from_.exists():
         ap.error(f"--from {args.from_}: no such file or folder; expected a checkpoint .pt or a compact_ckpt folder")
     builder = Builder(args.runs, args.models or REPO / "models", args.threads, minutes, device=args.device,
-                      gec_base_from=args.from_, gec_base_home=args.models)
+                      heads=heads, pruning=pruning,
+                      from_={takers[0]: args.from_} if args.from_ is not None else None, gec_base_home=args.models)
     for name in (NAMES if "all" in args.names else args.names):
         log(f"{name} -> {builder.build(name)}")
 

@@ -5,7 +5,10 @@
 
 A model directory is decoded by the native engine (pyfastdec's beam search; ~30x the
 torch reference's speed here), a training checkpoint by the torch reference
-(--engine overrides).
+(--engine overrides). The torch reference runs on --device: on a GPU (--device cuda) with
+--beam 1 it decodes greedily (export/decode.py greedy: beam 1 is exactly greedy) in
+batches of --batch sentences, which is how a device call distils 151k sentences in
+minutes (tools/device/train_general_student.sh).
 
 Output line i is the beam translation of source line i, so the file pairs with the
 original source file. It is written in chunks, each appended and fsync'ed whole; running
@@ -28,7 +31,7 @@ import torch
 from pyfastdec.training.batches import by_length, complete_lines  # noqa: F401  (export/ imports them from here)
 
 from .data import load_pairs
-from .decode import beam_search
+from .decode import beam_search, greedy
 from .vocab import load_vocab
 
 
@@ -75,6 +78,7 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--engine", choices=["auto", "native", "torch"], default="auto",
                     help="auto: native for a model directory, torch for a checkpoint")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the torch engine decodes")
     ap.add_argument("--stop-after", type=int, default=0, help="stop after this many new lines (0 = all)")
     args = ap.parse_args(argv)
 
@@ -83,9 +87,17 @@ def main(argv=None) -> None:
     if engine == "native" and not args.model.is_dir():
         raise ValueError(f"{args.model}: the native engine reads a model directory, not a checkpoint "
                          "(write one with python -m export.write)")
+    if args.device != "cpu" and (engine != "torch" or args.beam != 1):
+        raise ValueError(f"--device {args.device}: decodes with --engine torch and --beam 1 (greedy) only; "
+                         f"got --engine {engine} --beam {args.beam}")
     model, sp = load_teacher(args.model)
-    translate = (native_translator(args.model, args.threads, args.beam, args.batch) if engine == "native"
-                 else lambda ids: beam_search(model, ids, beam=args.beam, batch_size=args.batch))
+    if engine == "native":
+        translate = native_translator(args.model, args.threads, args.beam, args.batch)
+    elif args.beam == 1:
+        model = model.to(args.device)
+        translate = lambda ids: greedy(model, ids, batch_size=args.batch)  # noqa: E731
+    else:
+        translate = lambda ids: beam_search(model, ids, beam=args.beam, batch_size=args.batch)  # noqa: E731
     pairs = load_pairs(args.split, args.src, args.tgt, args.corpus)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     meta_path = args.out.with_name(args.out.name + ".json")

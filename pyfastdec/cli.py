@@ -53,7 +53,7 @@ try:
         from pyfastdec.jobs.workers import results_in_one_process, results_in_workers
         from pyfastdec.model_dir import ModelDir, ModelDirError
         from pyfastdec.model_dir.model_files import ReadOnce
-        from pyfastdec.model_summary import model_summary, strategy_line
+        from pyfastdec.model_summary import default_model_line, model_summary, strategy_line
         from pyfastdec.runtime import check_threads, check_workers, cpu_info, default_threads
         from pyfastdec.size_limits import (ENGINE_MAX_TOPK, MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK,
                                            MAX_N_BEST, MAX_WORKERS)
@@ -459,7 +459,7 @@ def run_info(args) -> int:
     ]
     for role, name in DEFAULT_MODELS.items():
         path = packaged_model_path(name)
-        lines.append(f"default {role} model: {path} ({'installed' if path.is_dir() else 'not installed'})")
+        lines.append(default_model_line(role, path))
     if args.model_path and args.model and args.model_path != args.model:
         raise CliError(f"info: two models given, -m {args.model} and {args.model_path} (expected one)",
                        EXIT_BAD_INPUT)

@@ -40,7 +40,18 @@ def model_summary(path: str | ModelDir) -> list[str]:
         lines.append(f"  block_size: {c.block_size}")
     if c.edit_margin:
         lines.append(f"  edit margin: {c.edit_margin:g} nats (correct's default; config.json decoding.edit_margin)")
+    if c.description:
+        lines.append(f"  description: {c.description}")
     return lines
+
+
+def default_model_line(role: str, path: Path) -> str:
+    """`fastdec info`'s line on the default model of `role`: where it is, and what it was
+    trained on and is good for (its config.json "description", when it has one)."""
+    if not path.is_dir():
+        return f"default {role} model: {path} (not installed)"
+    description = read_config(path / CONFIG_FILE).description
+    return f"default {role} model: {path} (installed)" + (f"\n  {description}" if description else "")
 
 
 def strategy_line(role: str, model: Optional[str], drafter: Optional[str], loaded: Optional[ModelDir] = None) -> str:

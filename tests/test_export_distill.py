@@ -1,5 +1,6 @@
 """Distillation writes one line per source, in order, and resumes after an interruption."""
 import gzip
+import json
 
 import pytest
 import torch
@@ -21,10 +22,12 @@ def make_corpus(root, n):
 
 @pytest.fixture
 def common(tmp_path, monkeypatch):
-    """Arguments distilling a 13-line val split with a tiny teacher directory."""
+    """Arguments distilling a 13-line val split with a tiny teacher directory (seed 7: its
+    outputs decode to text; seed 4's were control tokens only, every line the reference
+    fallback, so any two decoders agreed)."""
     make_corpus(tmp_path / "data", 13)
     monkeypatch.setenv("FASTDEC_DATA", str(tmp_path / "data"))
-    write_model_dir(tiny_model(seed=4), tiny_spm(tmp_path / "spm.model"), tmp_path / "teacher")
+    write_model_dir(tiny_model(seed=7), tiny_spm(tmp_path / "spm.model"), tmp_path / "teacher")
     return ["--model", str(tmp_path / "teacher"), "--src", "en", "--tgt", "de", "--split", "val",
               "--beam", "3", "--batch", "4", "--chunk", "5", "--threads", "1"]
 
@@ -47,3 +50,16 @@ def test_native_engine_distils_like_the_torch_reference(tmp_path, common):
     main(common + ["--out", str(tmp_path / "native.de"), "--engine", "native"])
     main(common + ["--out", str(tmp_path / "torch.de"), "--engine", "torch"])
     assert (tmp_path / "native.de").read_text() == (tmp_path / "torch.de").read_text()
+    # not equal by way of the reference fallback: every line was decoded to text
+    assert json.loads((tmp_path / "torch.de.json").read_text())["reference_fallbacks"] == []
+
+
+def test_torch_greedy_path_gives_the_beam_1_outputs(tmp_path, common):
+    # --beam 1 on the torch engine decodes with export.decode.greedy (what runs on a GPU):
+    # the same lines as the native engine's beam search with beam 1
+    one = ["1" if a == "3" else a for a in common]
+    main(one + ["--out", str(tmp_path / "native.de"), "--engine", "native"])
+    main(one + ["--out", str(tmp_path / "greedy.de"), "--engine", "torch", "--device", "cpu"])
+    assert (tmp_path / "native.de").read_text() == (tmp_path / "greedy.de").read_text()
+    with pytest.raises(ValueError, match=r"--device cuda: decodes with --engine torch and --beam 1"):
+        main(common + ["--out", str(tmp_path / "x.de"), "--engine", "torch", "--device", "cuda"])

@@ -312,7 +312,8 @@ def parse_config(obj: Any, where: str = CONFIG_FILE) -> ModelConfig:
                          decoder_self, tokens, max_source_len, block_size, quantization=None, heads=heads,
                          layer_norm_eps=layer_norm_eps, positions=positions, suppress=suppress, tokenizer=tokenizer,
                          edit_margin=edit_margin, encoder_shared=encoder_shared,
-                         bild=_parse_bild(r, obj, arch, encoder_shared is not None))
+                         bild=_parse_bild(r, obj, arch, encoder_shared is not None),
+                         description=_parse_description(r, obj))
     if quant_value is not None:
         # Which linears need an activation scale depends on the shapes parsed above.
         config = dataclasses.replace(config, quantization=_parse_quantization(r, quant_value, quantized_linears(config)))
@@ -325,6 +326,13 @@ def parse_config(obj: Any, where: str = CONFIG_FILE) -> ModelConfig:
     if actual != checksum[CHECKSUM_CONFIG]:
         raise checksum_mismatch(where, "checksum.config", CHECKSUM_CONFIG, checksum[CHECKSUM_CONFIG], actual, where)
     return dataclasses.replace(config, checksum=checksum)
+
+
+def _parse_description(r: _ConfigReader, obj: dict) -> Optional[str]:
+    value = obj.get("description")
+    if value is not None and (not isinstance(value, str) or not value.strip() or "\n" in value):
+        raise r.fail("description", f"{_show(value)} (expected one non-empty line of text)")
+    return value
 
 
 class _Object(dict):

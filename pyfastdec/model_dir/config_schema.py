@@ -28,7 +28,7 @@ MIN_SOURCE_LEN = 2  # max_source_len counts EOS: a shorter one holds no source t
 
 CONFIG_FIELDS = ("format", "version", "arch", "d_model", "head_dim", "vocab_size", "norm", "activation",
                  "encoder", "decoder", "tokens", "max_source_len", "block_size", "quantization", "heads",
-                 "layer_norm_eps", "positions", "suppress", "tokenizer", "decoding", "checksum")
+                 "layer_norm_eps", "positions", "suppress", "tokenizer", "decoding", "checksum", "description")
 QUANT_WEIGHTS, QUANT_WEIGHT_SCALE, QUANT_ACTIVATIONS = "int8", "per_output_channel", "int8_static_per_tensor"
 # quantization.activations of a directory without multipliers: the engine scales each
 # input row by 127 / max|row| at run time (no calibration text needed).
@@ -104,6 +104,9 @@ class ModelConfig:
     # config.json encoder.shared: this model has no encoder; its decoder reads the output
     # of the encoder with this digest (encoder_digest of the host model's directory).
     encoder_shared: Optional[str] = None
+    # config.json "description" (optional): what the model was trained on and is good for,
+    # one line for people (fastdec info); no engine reads it.
+    description: Optional[str] = None
 
 
 DECODING_FIELDS = ("edit_margin",) + ("fallback", "lossy_fallback", "rollback")  # the last three: BiLD
