@@ -24,7 +24,7 @@ from pathlib import Path
 from bench.quality import bleu_chrf
 from pyfastdec.api import Translator
 from pyfastdec.decoding.limits import DEFAULT_MAX_LENGTH_FACTOR, sentence_limit
-from pyfastdec.text import sentence_units
+from pyfastdec.sentence_units import units as text_units
 
 from .data import load_pairs
 
@@ -41,23 +41,22 @@ CAPTION_MARGIN = 3.0  # test_2016_flickr: within this many BLEU of the caption s
 
 def score_set(translator: Translator, pairs: list[tuple[str, str]]) -> dict:
     """Figures of one test set. Each source is split into the units Translator decodes a
-    text as (its sentences, a long one cut between words: pyfastdec.text.sentence_units),
-    translated as ids and joined again as Translator joins them, so the outputs are
+    text as (pyfastdec.sentence_units.units: cleaned, split into sentences, a long one cut
+    between words), translated as ids and joined again as Translator joins them, so the outputs are
     `translate(sources)`'s and every unit's output length can be held against its own
     limit (decoding/limits.py), outside the decoder that enforces it."""
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     tok = translator.tokenizer
-    units = [(i, ids) for i, s in enumerate(sources)
-             for chunks in sentence_units(s, tok, translator.max_source_len - 1) for ids in chunks]  # ids: no EOS
-    outs, stats = translator.translate([ids for _, ids in units], return_stats=True)
+    units, _, _ = text_units(translator, sources, [[] for _ in sources])  # Translator's own units: src ends in EOS
+    outs, stats = translator.translate([u.src[:-1] for u in units], return_stats=True)
     parts: list[list[str]] = [[] for _ in sources]
-    for (i, _), out in zip(units, outs):
-        parts[i].append(tok.decode(out))
+    for u, out in zip(units, outs):
+        parts[u.input].append(tok.decode(out))
     outputs = [" ".join(p) for p in parts]
-    over = {units[r][0] for r, ((_, ids), out) in enumerate(zip(units, outs))
-            if len(out) > sentence_limit(len(ids) + 1, None, DEFAULT_MAX_LENGTH_FACTOR)}
-    return dict(bleu_chrf(outputs, refs), sentences=len(pairs), looping=len({units[r][0] for r in stats.looping}),
-                at_limit=len({units[r][0] for r in stats.hit_max_len}), over_limit=len(over), outputs=outputs)
+    over = {u.input for u, out in zip(units, outs)
+            if len(out) > sentence_limit(len(u.src), None, DEFAULT_MAX_LENGTH_FACTOR)}
+    return dict(bleu_chrf(outputs, refs), sentences=len(pairs), looping=len({units[r].input for r in stats.looping}),
+                at_limit=len({units[r].input for r in stats.hit_max_len}), over_limit=len(over), outputs=outputs)
 
 
 def targets(scores: dict, caption_bleu: float | None) -> list[tuple[str, str, bool | None]]:
@@ -96,16 +95,15 @@ def main(argv=None) -> int:
     print(f"{args.model} (default strategy {translator.strategy.algo}; length factor {DEFAULT_MAX_LENGTH_FACTOR})")
     print("| set | sentences | BLEU | chrF | looping | at the length limit | over it |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for name, (corpus, split) in TEST_SETS.items():
-        pairs = load_pairs(split, "en", "de", corpus)
-        s = scores[name] = score_set(translator, pairs[:args.limit] if args.limit else pairs)
+    sets = {name: load_pairs(split, "en", "de", corpus)[:args.limit or None]
+            for name, (corpus, split) in TEST_SETS.items()}
+    for name, pairs in sets.items():
+        s = scores[name] = score_set(translator, pairs)
         print(f"| {name} | {s['sentences']} | {s['bleu']:.2f} | {s['chrf']:.2f} | {s['looping']} | "
               f"{s['at_limit']} | {s['over_limit']} |", flush=True)
     caption = None
     if args.caption_model is not None:
-        corpus, split = TEST_SETS["test_2016_flickr"]
-        pairs = load_pairs(split, "en", "de", corpus)
-        caption = score_set(Translator(args.caption_model, threads=args.threads), pairs[:args.limit or None])
+        caption = score_set(Translator(args.caption_model, threads=args.threads), sets["test_2016_flickr"])
         print(f"caption student {args.caption_model} on test_2016_flickr: BLEU {caption['bleu']:.2f}, "
               f"chrF {caption['chrf']:.2f}, looping {caption['looping']}")
     rows = targets(scores, None if caption is None else caption["bleu"])

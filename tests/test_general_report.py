@@ -21,6 +21,8 @@ def test_figures_are_those_of_the_text_translation(translator):
     # FLORES sentences: long news ones, on which the caption model loops to its limit
     pairs = load_pairs("flores200_devtest", "en", "de", "general-en-de")[:24]
     pairs.append(("A man rides a bike. Two dogs play in the snow.", "Ein Mann fährt Fahrrad. Zwei Hunde spielen."))
+    # control characters: Translator cleans text before it splits it, and so must the report
+    pairs.append(("A dog\x07runs\x0bon the\x1bbeach.", "Ein Hund rennt am Strand."))
     got = general_report.score_set(translator, pairs)
     with pytest.warns(Warning):  # one source is cut into two parts
         outputs, stats = translator.translate([s for s, _ in pairs], return_stats=True)
