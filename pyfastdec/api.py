@@ -142,14 +142,16 @@ def check_drafter(verifier: ModelDir, drafter: ModelDir) -> None:
 
 
 def load_checked(model: str | os.PathLike | ModelDir | None, drafter: str | os.PathLike | ModelDir | None,
-                 role: str, compute_type: str, load: Callable[[Path], ModelDir] = ModelDir.load
+                 role: str, compute_type: str, load: Optional[Callable[[Path], ModelDir]] = None
                  ) -> tuple[ModelDir, Optional[ModelDir]]:
     """Validate the model (and drafter) directories without building engines: what the
     CLI checks once before starting worker processes, and what Translator builds on.
     With model=None the packaged default drafter is used too, when it is installed.
     A ModelDir (already loaded, so its files already hashed) is checked as it is, not
     read again: the CLI hands the directories it checked to the Translator it builds.
-    load: what reads a directory (a Ray job's driver: model_files.ReadOnce)."""
+    load: what reads a directory (a Ray job's driver: model_files.ReadOnce); None:
+    ModelDir.load, looked up at the call."""
+    load = load or ModelDir.load
     model_dir = model if isinstance(model, ModelDir) else load(resolve_model(model, role))
     check_compute_type(model_dir, compute_type)
     if drafter is None and model is None and role == "translate":
