@@ -68,7 +68,7 @@ import time
 from pathlib import Path
 
 from pyfastdec.training.heads_command import main as train_heads_main
-from pyfastdec.training.rehash import dump_config, rehash
+from pyfastdec.training.rehash import rehash
 
 from . import choose_bild, choose_block, choose_guard, choose_margin, compact_ckpt, distill, prune, shortlist, train, \
     train_shared, uagec, write
@@ -476,12 +476,8 @@ class Builder:
 def describe(model_dir: Path, text: str) -> None:
     """config.json "description" set to `text` and the checksums recorded again (only
     config.json changes; no digest other models record covers the field)."""
-    config_file = model_dir / "config.json"
-    config = json.loads(config_file.read_text())
-    if config.get("description") != text:
-        config["description"] = text
-        config_file.write_text(dump_config(config))
-        rehash(model_dir)
+    if json.loads((model_dir / "config.json").read_text()).get("description") != text:
+        rehash(model_dir, {"description": text})
 
 
 def set_aside(*paths: Path) -> None:

@@ -25,14 +25,17 @@ def dump_config(config: dict) -> str:
     return json.dumps(config, indent=2) + "\n"
 
 
-def rehash(path: str | Path) -> dict[str, str]:
-    """Write config.json "checksum" for the directory's current files; returns it.
-    Raises ModelDirError (and leaves config.json unchanged) if the directory does not load."""
+def rehash(path: str | Path, changes: dict | None = None) -> dict[str, str]:
+    """Write config.json "checksum" for the directory's current files, after setting the
+    config fields in `changes` (one write: an interruption leaves the old config.json);
+    returns the checksums. Raises ModelDirError (and leaves config.json unchanged) if the
+    directory does not load."""
     path = Path(path)
     config_file = path / CONFIG_FILE
     # Refuses a config.json with a key twice before its old text is rewritten as one.
     config = dict(load_config_json(config_file))
     previous = config_file.read_bytes()
+    config.update(changes or {})
     config.pop("checksum", None)
     config["checksum"] = directory_checksums(path, config)
     _replace(config_file, dump_config(config).encode("utf-8"))
