@@ -41,7 +41,7 @@ EN_DE = Chain("teacher-en-de", "distill-en-de", "distill", 5, ("en-de", "en-de-a
 GENERAL = Chain("teacher-en-de-general", "distill-en-de-general", "distill-general", GENERAL_BEAM, ("en-de-general",))
 CHAINS = (EN_DE, GENERAL)
 # The targets that take --from: what was trained elsewhere (a device call) instead.
-FROM_TARGETS = ("uk-gec-base", "teacher-en-de-general", "distill-en-de-general", "en-de-general")
+FROM_TARGETS = ("uk-gec-base", GENERAL.teacher, GENERAL.distill, *GENERAL.models)
 
 
 def checkpoint_identity(path: Path) -> dict:
@@ -58,6 +58,9 @@ def keep_returned(runs: Path, target: str, source: Path | None) -> Path | None:
     since a new teacher file means distilling again."""
     kept = runs / "returned" / (target + (".de" if target.startswith("distill") else ".pt"))
     if source is not None:
+        if kept.suffix == ".de" and source.is_dir():
+            raise ValueError(f"--from {source}: a folder (expected {target}'s distilled targets: a text or .gz "
+                             "file, e.g. train_general_student.sh's train.de.gz)")
         stamp = kept.with_name(kept.name + ".from.json")
         identity = checkpoint_identity(source / compact_ckpt.META if source.is_dir() else source)
         if not kept.exists() or not stamp.exists() or json.loads(stamp.read_text()) != identity:

@@ -235,7 +235,7 @@ class Builder:
         """Distilled training targets of the chain's current teacher (or those --from
         gave); targets of an earlier teacher are set aside (renamed *.stale), never continued."""
         corpus = self.corpus(chain)
-        n_train = sum(1 for _ in corpus_lines("train", "en", corpus))
+        n_train = train_count(corpus)
         given = self.returned(chain.distill)
         if given is not None:
             lines = len(read_lines(given))
@@ -313,7 +313,7 @@ class Builder:
         """export.train_shared's data and budget arguments: the training sources, the last
         500 (a tenth of a small corpus) held out."""
         corpus = self.corpus(self.chain_of(name))
-        held_out = min(500, sum(1 for _ in corpus_lines("train", "en", corpus)) // 10)
+        held_out = held_out_count(corpus)
         return ["--sources", str(corpus_path("train", "en", corpus)), "--held-out", str(held_out),
                 "--minutes", str(self.shared_minutes[name]), "--steps", str(self.shared_steps.get(name, 0)),
                 "--device", self.device]
@@ -361,7 +361,7 @@ class Builder:
         count, steps = self.heads_of[name]
         staging = plain.with_name(plain.name + ".heads.tmp")
         corpus = self.corpus(self.chain_of(name))
-        held_out = min(500, sum(1 for _ in corpus_lines("train", "en", corpus)) // 10)  # the rest trains
+        held_out = held_out_count(corpus)
         log(f"proposal heads for {name}")
         shutil.rmtree(staging, ignore_errors=True)  # an interrupted build's: the command refuses an existing --out
         rc = train_heads_main([str(plain), "--sources", str(corpus_path("train", "en", corpus)),
@@ -499,6 +499,16 @@ def corpus_lines(split: str, lang: str, corpus: str = "multi30k"):
         yield from f
 
 
+def train_count(corpus: str) -> int:
+    return sum(1 for _ in corpus_lines("train", "en", corpus))
+
+
+def held_out_count(corpus: str) -> int:
+    """The last 500 training sources (a tenth of a small corpus) are held out; the rest trains.
+    Not cached: the tests point FASTDEC_DATA elsewhere under the same corpus name."""
+    return min(500, train_count(corpus) // 10)
+
+
 def choose_checkpoint(run: Path) -> Path:
     """averaged.pt or best.pt of a finished run, whichever scored higher on val."""
     results = json.loads((run / "results.json").read_text())
@@ -513,7 +523,7 @@ def choose_checkpoint(run: Path) -> Path:
 NAMES = ["teacher-en-de", "distill-en-de", "en-de", "en-de-attn", "en-de-drafter", BIG, LITTLE, "uk-gec"]
 # Built only when named: "all" runs on 2 CPU cores; uk-gec-base and the general chain's
 # teacher and student are a GPU's work (--device cuda) or come --from a device call.
-OPTIONAL = [GEC_BASE, GENERAL.teacher, GENERAL.distill, *GENERAL.models]
+OPTIONAL = list(FROM_TARGETS)
 
 
 def main(argv=None) -> None:

@@ -134,6 +134,12 @@ def test_from_gives_the_general_chain_what_a_device_call_returned(stages):
     with pytest.raises(ValueError, match=r"1 lines, expected one per train source .* \(50\)"):
         Builder(runs, tmp_path / "models", threads=1, minutes={}, from_={GENERAL.distill: targets}).build(
             GENERAL.distill)
+    # a folder (the teacher's compact checkpoint) given as distilled targets: refused, nothing kept
+    set_aside = (runs / "returned" / "distill-en-de-general.de").read_bytes()
+    with pytest.raises(ValueError, match=r"--from .*teacher: a folder \(expected distill-en-de-general's distilled"):
+        Builder(runs, tmp_path / "models", threads=1, minutes={}, from_={GENERAL.distill: tmp_path / "teacher"}
+                ).build(GENERAL.distill)
+    assert (runs / "returned" / "distill-en-de-general.de").read_bytes() == set_aside
 
 
 def test_from_is_refused_unless_exactly_one_named_target_takes_it(tmp_path, capsys):
