@@ -15,62 +15,12 @@
 #include "model/model.h"
 #include "model/shortlist_index.h"
 #include "py_arrays.h"
+#include "py_config.h"
 
 namespace fastdec {
 namespace {
 
 constexpr int kMaxTopK = 64;
-
-ModelConfig parse_config(const py::dict& c) {
-  ModelConfig cfg;
-  cfg.arch = c["arch"].cast<std::string>();
-  cfg.d_model = c["d_model"].cast<int>();
-  cfg.head_dim = c["head_dim"].cast<int>();
-  cfg.vocab_size = c["vocab_size"].cast<int>();
-  cfg.pre_norm = c["norm"].cast<std::string>() == "pre";
-  auto layers = [](const py::handle& stack) {
-    std::vector<LayerShape> out;
-    for (const auto& l : stack["layers"]) out.push_back({l["heads"].cast<int>(), l["ffn"].cast<int>()});
-    return out;
-  };
-  cfg.encoder = layers(c["encoder"]);
-  cfg.shared_encoder = c["encoder"].contains("shared") && !c["encoder"]["shared"].is_none();
-  cfg.decoder = layers(c["decoder"]);
-  cfg.ssru_decoder = c["decoder"]["self"].cast<std::string>() == "ssru";
-  py::dict tokens = c["tokens"];
-  cfg.pad = tokens["pad"].cast<int>();
-  cfg.unk = tokens["unk"].cast<int>();
-  cfg.bos = tokens["bos"].cast<int>();
-  cfg.eos = tokens["eos"].cast<int>();
-  cfg.mask = tokens.contains("mask") ? tokens["mask"].cast<int>() : -1;
-  // Optional fields (export/FORMAT.md); pyfastdec/model_dir/config_parser.py validated their values.
-  if (c.contains("activation")) {
-    std::string act = c["activation"].cast<std::string>();
-    if (act == "swish") cfg.activation = Activation::kSwish;
-    else if (act == "gelu") cfg.activation = Activation::kGelu;
-    else if (act != "relu") throw py::value_error("config: activation '" + act + "' is not relu, swish or gelu");
-  }
-  if (c.contains("layer_norm_eps")) cfg.layer_norm_eps = c["layer_norm_eps"].cast<float>();
-  if (c.contains("positions")) {
-    std::string pos = c["positions"].cast<std::string>();
-    if (pos == "halves") cfg.positions = ModelConfig::Positions::kHalves;
-    else if (pos == "marian") cfg.positions = ModelConfig::Positions::kMarian;
-    else if (pos != "interleaved") throw py::value_error("config: positions '" + pos + "' is not interleaved, halves or marian");
-  }
-  if (c.contains("suppress"))
-    for (const auto& id : c["suppress"]) {
-      int v = id.cast<int>();
-      if (v < 0 || v >= cfg.vocab_size) throw py::value_error("config: suppress id " + std::to_string(v) + " outside the vocabulary");
-      cfg.suppress.push_back(v);
-    }
-  if (c.contains("block_size") && !c["block_size"].is_none()) cfg.block_size = c["block_size"].cast<int>();
-  cfg.int8 = c.contains("quantization") && !c["quantization"].is_none();
-  if (c.contains("heads") && !c["heads"].is_none()) {
-    cfg.proposal_heads = c["heads"]["count"].cast<int>();
-    cfg.proposal_hidden = c["heads"]["hidden"].cast<int>();
-  }
-  return cfg;
-}
 
 // Memories and states remember the model that made them: another model's layer count
 // and widths differ, and passing one across models must be an error, not a bad read.
@@ -93,7 +43,7 @@ class PyModel {
  public:
   PyModel(const py::dict& config, const py::dict& tensors, const py::dict& act_scales, int threads) {
     if (threads < 1) throw py::value_error("Model: threads must be >= 1");
-    ModelConfig cfg = parse_config(config);
+    ModelConfig cfg = parse_model_config(config);
     std::map<std::string, float> scales;
     for (const auto& item : act_scales) scales[item.first.cast<std::string>()] = item.second.cast<float>();
     TensorLookup lookup = [&tensors](const std::string& name) {

@@ -36,6 +36,17 @@ pybind11_dir="$("$py" -c 'import pybind11; print(pybind11.get_cmake_dir())')"
 FASTDEC_CUDA=1 cmake -S . -B "$build" -DPython_EXECUTABLE="$py" -Dpybind11_DIR="$pybind11_dir" \
   -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$build/lib" >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" --target _engine_cuda _engine_gpuref --parallel "$(nproc)"
+# A shared module links with symbols left undefined (resolved at import): one of ours left
+# undefined is a csrc/ file missing from the module's sources in CMakeLists.txt, which
+# would otherwise show only when _engine_cuda is imported on a GPU.
+for module in "$build"/lib/_engine_cuda*.so "$build"/lib/_engine_gpuref*.so; do
+  missing="$(nm -D --undefined-only "$module" | awk '$1 == "U" {print $2}' | c++filt | grep 'fastdec::' | paste -sd ';' || true)"
+  if [ -n "$missing" ]; then
+    echo "tools/cuda_compile_check.sh: $(basename "$module") leaves undefined $missing; expected every csrc/" \
+         "file it calls into among its sources in CMakeLists.txt (FASTDEC_GPU_SOURCES)" >&2
+    exit 1
+  fi
+done
 # From / : run from the checkout, `import pyfastdec` would find the source folder.
 # FASTDEC_GPUREF_INTO=DIR puts the module there instead (a dry run that must not touch
 # the environment's package).

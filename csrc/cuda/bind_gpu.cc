@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cuda/gpu_model.h"
+#include "py_config.h"
 
 namespace py = pybind11;
 
@@ -21,52 +22,31 @@ namespace {
 
 using I64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
 
+// The GPU model's Config from config.json as the CPU engine reads and checks it
+// (py_config.h): the same fields, named as gpu_model.h names them.
 Config parse_config(const py::dict& c) {
+  const ModelConfig m = parse_model_config(c);
   Config cfg;
-  const std::string arch = c["arch"].cast<std::string>();
-  if (arch != "transformer" && arch != "nat-drafter")
-    throw py::value_error("config: arch '" + arch + "' is not transformer or nat-drafter");
-  cfg.drafter = arch == "nat-drafter";
-  cfg.d_model = c["d_model"].cast<int>();
-  cfg.head_dim = c["head_dim"].cast<int>();
-  cfg.vocab = c["vocab_size"].cast<int>();
-  cfg.pre_norm = c["norm"].cast<std::string>() == "pre";
-  auto layers = [](const py::handle& stack) {
-    std::vector<LayerShape> out;
-    for (const auto& l : stack["layers"]) out.push_back({l["heads"].cast<int>(), l["ffn"].cast<int>()});
-    return out;
-  };
-  cfg.encoder = layers(c["encoder"]);
-  cfg.shared_encoder = c["encoder"].contains("shared") && !c["encoder"]["shared"].is_none();
-  cfg.decoder = layers(c["decoder"]);
-  cfg.ssru = c["decoder"]["self"].cast<std::string>() == "ssru";
-  py::dict tokens = c["tokens"];
-  cfg.pad = tokens["pad"].cast<int>();
-  cfg.bos = tokens["bos"].cast<int>();
-  cfg.mask = tokens.contains("mask") ? tokens["mask"].cast<int>() : -1;
-  if (cfg.drafter && (cfg.mask < 0 || cfg.ssru))
-    throw py::value_error("config: a nat-drafter needs a mask token and an attention decoder");
-  if (c.contains("activation")) {
-    const std::string act = c["activation"].cast<std::string>();
-    cfg.activation = act == "gelu" ? Act::kGelu : act == "swish" ? Act::kSwish : Act::kRelu;
-    if (act != "relu" && act != "gelu" && act != "swish")
-      throw py::value_error("config: activation '" + act + "' is not relu, swish or gelu");
-  }
-  if (c.contains("layer_norm_eps")) cfg.eps = c["layer_norm_eps"].cast<float>();
-  if (c.contains("positions")) {
-    const std::string pos = c["positions"].cast<std::string>();
-    cfg.positions = pos == "halves"   ? PositionEncoding::kHalves
-                    : pos == "marian" ? PositionEncoding::kMarian
-                                      : PositionEncoding::kInterleaved;
-    if (pos != "interleaved" && pos != "halves" && pos != "marian")
-      throw py::value_error("config: positions '" + pos + "' is not interleaved, halves or marian");
-  }
-  if (c.contains("suppress"))
-    for (const auto& id : c["suppress"]) cfg.suppress.push_back(id.cast<int>());
-  if (c.contains("heads") && !c["heads"].is_none()) {
-    cfg.heads = c["heads"]["count"].cast<int>();
-    cfg.heads_hidden = c["heads"]["hidden"].cast<int>();
-  }
+  cfg.drafter = m.is_drafter();
+  cfg.d_model = m.d_model;
+  cfg.head_dim = m.head_dim;
+  cfg.vocab = m.vocab_size;
+  cfg.pre_norm = m.pre_norm;
+  for (const auto& l : m.encoder) cfg.encoder.push_back({l.heads, l.ffn});
+  for (const auto& l : m.decoder) cfg.decoder.push_back({l.heads, l.ffn});
+  cfg.shared_encoder = m.shared_encoder;
+  cfg.ssru = m.ssru_decoder;
+  cfg.pad = m.pad;
+  cfg.bos = m.bos;
+  cfg.mask = m.mask;
+  cfg.activation = m.activation == Activation::kGelu    ? Act::kGelu
+                   : m.activation == Activation::kSwish ? Act::kSwish
+                                                        : Act::kRelu;
+  cfg.eps = m.layer_norm_eps;
+  cfg.positions = m.positions;
+  cfg.suppress = m.suppress;
+  cfg.heads = m.proposal_heads;
+  cfg.heads_hidden = m.proposal_hidden;
   return cfg;
 }
 

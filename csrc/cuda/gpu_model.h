@@ -34,7 +34,8 @@ struct LayerShape {
   int heads = 0, ffn = 0;
 };
 
-// config.json as pyfastdec/backends/native.py's engine_config gives it (validated there).
+// config.json as the CPU engine's ModelConfig holds it (read and checked once, csrc/py_config.cc;
+// bind_gpu.cc copies it here).
 struct Config {
   int d_model = 0, head_dim = 0, vocab = 0;
   bool pre_norm = true, ssru = false, shared_encoder = false;

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "cuda/gpu_model.h"
+#include "model/acceptance.h"
 
 namespace fastdec {
 namespace gpu {
@@ -94,14 +95,8 @@ void Model::propose(const int32_t* tokens, int n, const float* h, const std::vec
   const int K = request.heads;  // resolved and checked by the binding (1..cfg_.heads)
   const int R = static_cast<int>(mem_row.size());
   std::vector<int32_t> index(static_cast<size_t>(R));
-  for (int b = 0; b < R; ++b) {
-    const int64_t* argmax = outputs.argmax + static_cast<size_t>(b) * n;
-    const int32_t* draft = tokens + static_cast<size_t>(b) * n + 1;
-    int64_t j = 0;
-    while (j < request.draft_lengths[b] && draft[j] == argmax[j]) ++j;
-    outputs.accepted[b] = j;
-    index[b] = static_cast<int32_t>(b * n + j);
-  }
+  accept_drafts(tokens, outputs.argmax, request.draft_lengths, R, n, outputs.accepted);
+  for (int b = 0; b < R; ++b) index[b] = static_cast<int32_t>(b * n + outputs.accepted[b]);
   // s [R, d] at the accepted positions, then head-major states [K * R, d] (row i * R + b).
   float* buf = scratch(kHeads, static_cast<size_t>(R) * d * (K + 1) +
                                    static_cast<size_t>(R) * std::max(cfg_.heads_hidden, 1));

@@ -1,11 +1,12 @@
 // Model shape and token ids, as config.json gives them (export/FORMAT.md). The Python
-// loader (pyfastdec/model_dir/) validates the file; this struct only carries values.
+// loader (pyfastdec/model_dir/) validates the file; this struct only carries values, read from
+// engine_config's dict by csrc/py_config.cc for the CPU engine and the GPU model alike.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "kernels/activation.h"
-#include "layers/embedding.h"
+#include "layers/positions.h"
 
 namespace fastdec {
 

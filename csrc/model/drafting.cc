@@ -7,6 +7,8 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "model/acceptance.h"
+
 namespace fastdec {
 
 void Model::propose(const int32_t* tokens, int n, const float* h, const std::vector<const MemoryRow*>& memory_of,
@@ -15,15 +17,10 @@ void Model::propose(const int32_t* tokens, int n, const float* h, const std::vec
   const int R = static_cast<int>(memory_of.size()) / n;
   // The states at the accepted positions; x_ (which h points into) is left alone.
   h_.resize(static_cast<size_t>(R) * d);
-  for (int b = 0; b < R; ++b) {
-    const int64_t* argmax = outputs.argmax + static_cast<size_t>(b) * n;
-    const int32_t* draft = tokens + static_cast<size_t>(b) * n + 1;
-    int64_t j = 0;
-    while (j < request.draft_lengths[b] && draft[j] == argmax[j]) ++j;
-    outputs.accepted[b] = j;
-    std::memcpy(h_.data() + static_cast<size_t>(b) * d, h + (static_cast<size_t>(b) * n + j) * d,
+  accept_drafts(tokens, outputs.argmax, request.draft_lengths, R, n, outputs.accepted);
+  for (int b = 0; b < R; ++b)
+    std::memcpy(h_.data() + static_cast<size_t>(b) * d, h + (static_cast<size_t>(b) * n + outputs.accepted[b]) * d,
                 sizeof(float) * d);
-  }
   y_.resize(static_cast<size_t>(K) * R * d);
   heads_.forward(h_.data(), R, K, y_.data(), big_, &pool_, &i8_scratch_);
   // Head-major rows (i * R + b), each scored over its own row's shortlist.
