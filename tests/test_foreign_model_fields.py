@@ -43,21 +43,36 @@ def write(tmp_path, spm, **fields):
     return write_model_dir(model, spm, tmp_path / "model")
 
 
+def native(out):
+    return NativeBackend(ModelDir.load(out), threads=1)
+
+
+def gpu_reference(out):
+    """The GPU model (csrc/cuda/gpu_model.cc) over the reference ops: it reads config.json
+    through the same csrc/py_config.cc as the CPU engine, so the fields must reach it too."""
+    pytest.importorskip("pyfastdec._engine_gpuref", reason="built with FASTDEC_GPU_REFERENCE=1 or FASTDEC_CUDA=1")
+    from pyfastdec.backends.cuda import CudaBackend
+
+    return CudaBackend(out, ops="reference")
+
+
+@pytest.mark.parametrize("make", [native, gpu_reference], ids=["native", "gpuref"])
 @pytest.mark.parametrize("fields", [
     {"activation": "swish", "positions": "halves", "layer_norm_eps": 1e-6},
     {"activation": "gelu", "positions": "marian", "layer_norm_eps": 1e-2},
     {"activation": "relu", "positions": "interleaved", "layer_norm_eps": 1e-3},
 ], ids=["swish-halves", "gelu-marian", "relu-eps"])
-def test_native_greedy_equals_torch_reference(tmp_path, spm, fields):
+def test_greedy_equals_torch_reference(tmp_path, spm, fields, make):
     out = write(tmp_path, spm, suppress=SUPPRESS, **fields)
     config = json.loads((out / "config.json").read_text())
     defaults = {"positions": "interleaved"}  # written only when not the default
     assert {k: config.get(k, defaults.get(k)) for k in fields} == fields and config["suppress"] == SUPPRESS
     sources = random_sources(40)
-    native, _ = greedy(NativeBackend(ModelDir.load(out), threads=1), sources, max_len=20)
+    got, _ = greedy(make(out), sources, max_len=20)
     reference, _ = greedy(TorchBackend.from_dir(out), sources, max_len=20)
-    assert native == reference
-    assert len({tuple(o) for o in native}) >= 5
+    assert got == reference
+    assert len({tuple(o) for o in got}) >= 5
+    assert not {t for o in got for t in o} & set(SUPPRESS)
 
 
 def test_suppressed_ids_are_never_generated(tmp_path, spm):

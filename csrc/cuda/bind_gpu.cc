@@ -32,8 +32,8 @@ Config parse_config(const py::dict& c) {
   cfg.head_dim = m.head_dim;
   cfg.vocab = m.vocab_size;
   cfg.pre_norm = m.pre_norm;
-  for (const auto& l : m.encoder) cfg.encoder.push_back({l.heads, l.ffn});
-  for (const auto& l : m.decoder) cfg.decoder.push_back({l.heads, l.ffn});
+  cfg.encoder = m.encoder;  // fastdec::LayerShape, the CPU engine's
+  cfg.decoder = m.decoder;
   cfg.shared_encoder = m.shared_encoder;
   cfg.ssru = m.ssru_decoder;
   cfg.pad = m.pad;

@@ -26,13 +26,10 @@
 
 #include "cuda/ops.h"
 #include "layers/positions.h"
+#include "model/config.h"
 
 namespace fastdec {
 namespace gpu {
-
-struct LayerShape {
-  int heads = 0, ffn = 0;
-};
 
 // config.json as the CPU engine's ModelConfig holds it (read and checked once, csrc/py_config.cc;
 // bind_gpu.cc copies it here).
