@@ -358,7 +358,7 @@ def _cost(token_rows: int, drafted: bool, rng: random.Random, extra: float) -> f
 
 def replay(policy, clock: FakeTime, seed: int, blockwise: bool, extra: float, calls: int = 40) -> list:
     """Drives `policy` as iad.py / blockwise.py do and returns what it decided, with its
-    expected-token table after every verification."""
+    expected-token table at every decision."""
     rng = random.Random(seed)
     k_max = policy.k_max
     trace = []
@@ -385,7 +385,8 @@ def replay(policy, clock: FakeTime, seed: int, blockwise: bool, extra: float, ca
             k = 0
             if any(lengths):
                 k = policy.choose_lengths(lengths)
-                trace.append(("cap", rows, k))
+                # the table as the decision left it (made up to its drafts' lengths), then whole
+                trace += [("cap", rows, k), ("expected", list(policy.acceptance.table()))]
             capped = [min(n, k) for n in lengths]
             width = 1 + max(capped)
             accepted = [n if copyable and rng.random() < 0.7 else rng.randint(0, n) for n in capped]
@@ -393,7 +394,6 @@ def replay(policy, clock: FakeTime, seed: int, blockwise: bool, extra: float, ca
             clock.now += seconds + rng.uniform(0, 40e-6)  # the loop's Python beside the step
             policy.verified(width, np.array(accepted, dtype=np.int64), np.array(capped, dtype=np.int64), seconds,
                             blockwise)
-            trace.append(("expected", list(policy.acceptance.table())))
             if rng.random() < 0.05:
                 copyable = not copyable
             rows -= sum(rng.random() < 0.08 for _ in range(rows))

@@ -135,7 +135,7 @@ class SourceDraftLength(LengthPolicy):
         return k
 
     def _best(self, lengths: list[int], longest: int) -> int:
-        rows, expected = len(lengths), self.acceptance.table()
+        rows, expected = len(lengths), self.acceptance.table(longest)
         drafting = [n for n in lengths if n]
         plain = rows - len(drafting)  # rows without a draft gain their one token anyway
         best_k, best_rate = 0, rows / self._plain_seconds(rows)
