@@ -271,7 +271,8 @@ def _cut(draft, eos: int, budget: int) -> list[int]:
     """The draft up to and including its first EOS, and at most `budget` tokens (the
     accepted draft plus the verifier's token must fit the row's length limit), as a list
     of Python ints (IAD's drafts already are: they are not copied again)."""
-    draft = draft[:max(budget, 0)]
+    if len(draft) > budget:  # (a list within its budget is not copied)
+        draft = draft[:max(budget, 0)]
     if not isinstance(draft, list):
         draft = [int(t) for t in draft]
     if eos in draft:
