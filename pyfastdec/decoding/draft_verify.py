@@ -144,7 +144,8 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
     live = np.arange(len(src_ids))  # input index of each live row, in state order
     live_ids = live.tolist()  # the same as Python ints: per-row loops index lists, not numpy
     pending = np.full(len(live), bos, dtype=np.int64)
-    held = np.zeros(len(live), dtype=np.int64)  # positions in the state, BOS included
+    # positions in the state per row, BOS included: Python ints, made an array only for truncate
+    held = [0] * len(live)
     keep_ids = source.keep_ids if want.edit_margin else None
     if keep_ids is not None and proposals:
         raise ValueError("draft_and_verify: the edit-margin rule is for source drafts (IAD), not proposal heads")
@@ -205,7 +206,8 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
             kept = j.tolist()
             stats.drafted += sum(lens)
             stats.accepted += sum(kept)
-        held += j + 1  # the accepted draft (the rest is rolled back below) and the pending token
+        # the accepted draft (the rest is rolled back below) and the pending token
+        held = [h + n + 1 for h, n in zip(held, kept)]
         # The backend found j itself to place the heads; both must mean the same position.
         assert out.accepted is None or out.accepted.tolist() == kept, (out.accepted, j)
         source.verified(width, j, lengths, step_seconds, out)
@@ -233,7 +235,7 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
             live_ids = live.tolist()
         if width > 1:
             started = time.perf_counter()
-            state = verifier.truncate(state, held)
+            state = verifier.truncate(state, np.array(held, dtype=np.int64))
             stats.verifier_s += time.perf_counter() - started
     stats.hit_max_len.sort()
     return outs
@@ -248,11 +250,11 @@ def _plain_steps(verifier, state, steps, live, pending, held, outs, limits, eos,
             out = verifier.step(state, pending.reshape(-1, 1), want)
         nxt = (out.argmax if out.argmax is not None else out.topk_ids[:, :, 0])[:, 0]
         keep = append_winners(outs, live.tolist(), nxt.tolist(), eos, limits, stats)
-        held = held + 1
+        held = [h + 1 for h in held]
         pending = nxt
         if len(keep) < len(live):
             if not keep:
-                return state, live[:0], pending[:0], held[:0]
+                return state, live[:0], pending[:0], []
             state, live, held, pending = _keep_rows(verifier, state, source, stats, keep, live, held, pending)
     return state, live, pending, held
 
@@ -264,7 +266,7 @@ def _keep_rows(verifier, state, source, stats, keep, live, held, pending):
     with stats.timing("verifier"):
         state = verifier.select(state, rows)
     source.keep(rows)
-    return state, live[rows], held[rows], pending[rows]
+    return state, live[rows], [held[r] for r in keep], pending[rows]
 
 
 def _cut(draft, eos: int, budget: int) -> list[int]:
