@@ -6,7 +6,7 @@ clock readings included, and must give the same caps, the same plain-step runs a
 same expected-token tables, float for float. The sequence is drawn from a seeded RNG
 with noisy timings, batch sizes 1 to 32, rows finishing, and text that changes from
 copyable to rewritten, so the probes, the revisits, the plain runs and the fits per
-batch size all take part."""
+batch size all take part. A second test runs both inside IAD's own loop under one clock."""
 from __future__ import annotations
 
 import random
@@ -416,3 +416,44 @@ def test_decisions_equal_the_old_policys(monkeypatch, seed, k_max, extra, blockw
     assert len({k for _, _, k in caps}) >= 3, "the replay should see several caps"
     for i, (a, b) in enumerate(zip(new, old)):
         assert a == b, f"entry {i}: {a} != {b}"
+
+
+class Clocked:
+    """A backend wrapper that advances the policy's clock by a noisy cost per step, as
+    the machine would: the policy's whole-iteration timings come from this clock."""
+
+    def __init__(self, backend, clock: FakeTime, seed: int):
+        self.backend, self.clock, self.rng = backend, clock, random.Random(seed)
+        self.tokens, self.vocab_size, self.arch = backend.tokens, backend.vocab_size, backend.arch
+
+    def step(self, state, tokens, want=None):
+        tokens = np.asarray(tokens)
+        self.clock.now += _cost(tokens.size, tokens.shape[1] > 1, self.rng, 60e-6)
+        return self.backend.step(state, tokens, want)
+
+    def __getattr__(self, name):
+        return getattr(self.backend, name)
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_iad_makes_the_old_policys_decisions(monkeypatch, batch):
+    """Through IAD's own loop (the drafts' lengths as propose gives them), on a model that
+    copies most of its input and rewrites some, the current policy and the old one decide
+    alike under the same clock, and IAD returns greedy's outputs either way."""
+    from test_decoding_support import EOS, V, RuleCorrector, corrected
+
+    from pyfastdec.decoding import iad
+
+    rng = np.random.default_rng(3)
+    sources = [[int(t) for t in rng.integers(5, V, size=int(rng.integers(8, 40)))] + [EOS] for _ in range(48)]
+    chosen = []
+    for cls in (SourceDraftLength, OldSourceDraftLength):
+        clock = FakeTime()
+        monkeypatch.setattr(source_draft_length, "time", clock)
+        monkeypatch.setitem(globals(), "time", clock)
+        backend, policy = Clocked(RuleCorrector(), clock, seed=7), cls(max(len(s) for s in sources))
+        outs = [o for i in range(0, len(sources), batch) for o in iad(backend, sources[i:i + batch], policy=policy)[0]]
+        assert outs == [corrected(s) for s in sources]
+        chosen.append(policy.chosen)
+    assert chosen[0] == chosen[1]
+    assert len(set(chosen[0])) >= 3, "the run should see several caps"
