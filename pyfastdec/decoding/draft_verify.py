@@ -17,6 +17,7 @@ output in `verified` and proposes next; one verifier call per iteration.
 from __future__ import annotations
 
 import time
+from itertools import chain
 from typing import Callable
 
 import numpy as np
@@ -144,7 +145,8 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
     live = np.arange(len(src_ids))  # input index of each live row, in state order
     live_ids = live.tolist()  # the same as Python ints: per-row loops index lists, not numpy
     pending = np.full(len(live), bos, dtype=np.int64)
-    held = np.zeros(len(live), dtype=np.int64)  # positions in the state, BOS included
+    # positions in the state per row, BOS included: Python ints, made an array only for truncate
+    held = [0] * len(live)
     keep_ids = source.keep_ids if want.edit_margin else None
     if keep_ids is not None and proposals:
         raise ValueError("draft_and_verify: the edit-margin rule is for source drafts (IAD), not proposal heads")
@@ -177,8 +179,9 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
         else:
             tokens = np.full((len(live_ids), width), pad, dtype=np.int64)
             tokens[:, 0] = pending
-            for r, d in enumerate(drafts):
-                tokens[r, 1:1 + len(d)] = d
+            # every draft in one assignment (row-major, as the mask is read), not one numpy
+            # call per row (bench/README, "IAD's Python per iteration")
+            tokens[:, 1:][np.arange(width - 1) < lengths[:, None]] = list(chain.from_iterable(drafts))
         # Per-iteration Python is what a batch-1 iteration pays beside the step: the Want
         # is built directly and the step timed by hand (dataclasses.replace and a context
         # manager each cost a measurable share of that).
@@ -205,7 +208,8 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
             kept = j.tolist()
             stats.drafted += sum(lens)
             stats.accepted += sum(kept)
-        held += j + 1  # the accepted draft (the rest is rolled back below) and the pending token
+        # the accepted draft (the rest is rolled back below) and the pending token
+        held = [h + n + 1 for h, n in zip(held, kept)]
         # The backend found j itself to place the heads; both must mean the same position.
         assert out.accepted is None or out.accepted.tolist() == kept, (out.accepted, j)
         source.verified(width, j, lengths, step_seconds, out)
@@ -233,7 +237,7 @@ def draft_and_verify(verifier: Backend, src_ids: list[list[int]], source: DraftS
             live_ids = live.tolist()
         if width > 1:
             started = time.perf_counter()
-            state = verifier.truncate(state, held)
+            state = verifier.truncate(state, np.array(held, dtype=np.int64))
             stats.verifier_s += time.perf_counter() - started
     stats.hit_max_len.sort()
     return outs
@@ -248,11 +252,11 @@ def _plain_steps(verifier, state, steps, live, pending, held, outs, limits, eos,
             out = verifier.step(state, pending.reshape(-1, 1), want)
         nxt = (out.argmax if out.argmax is not None else out.topk_ids[:, :, 0])[:, 0]
         keep = append_winners(outs, live.tolist(), nxt.tolist(), eos, limits, stats)
-        held = held + 1
+        held = [h + 1 for h in held]
         pending = nxt
         if len(keep) < len(live):
             if not keep:
-                return state, live[:0], pending[:0], held[:0]
+                return state, live[:0], pending[:0], []
             state, live, held, pending = _keep_rows(verifier, state, source, stats, keep, live, held, pending)
     return state, live, pending, held
 
@@ -264,14 +268,15 @@ def _keep_rows(verifier, state, source, stats, keep, live, held, pending):
     with stats.timing("verifier"):
         state = verifier.select(state, rows)
     source.keep(rows)
-    return state, live[rows], held[rows], pending[rows]
+    return state, live[rows], [held[r] for r in keep], pending[rows]
 
 
 def _cut(draft, eos: int, budget: int) -> list[int]:
     """The draft up to and including its first EOS, and at most `budget` tokens (the
     accepted draft plus the verifier's token must fit the row's length limit), as a list
     of Python ints (IAD's drafts already are: they are not copied again)."""
-    draft = draft[:max(budget, 0)]
+    if len(draft) > budget:  # (a list within its budget is not copied)
+        draft = draft[:max(budget, 0)]
     if not isinstance(draft, list):
         draft = [int(t) for t in draft]
     if eos in draft:

@@ -34,15 +34,17 @@ class _SourceDrafts(DraftSource):
         self.policy = policy
 
     def propose(self, prefixes: list[list[int]]) -> list[list[int]]:
-        self.starts = [row.reentry_start(p) for row, p in zip(self.rows, prefixes)]
-        drafts = [[] if start is None else row.draft_tokens[start:] for row, start in zip(self.rows, self.starts)]
-        if self.policy is None:
-            return drafts
-        self.policy.iteration_started()
-        if any(drafts):
-            cap = self.policy.choose_lengths([len(d) for d in drafts])
-            drafts = [d[:cap] for d in drafts]
-        return drafts
+        self.starts = starts = [row.reentry_start(p) for row, p in zip(self.rows, prefixes)]
+        policy = self.policy
+        if policy is None:
+            return [[] if start is None else row.draft_tokens[start:] for row, start in zip(self.rows, starts)]
+        policy.iteration_started()
+        # The policy sees the lengths only: each draft is sliced once, already capped.
+        lengths = [0 if start is None else len(row.draft_tokens) - start for row, start in zip(self.rows, starts)]
+        if not any(lengths):
+            return [[] for _ in lengths]
+        cap = policy.choose_lengths(lengths)
+        return [[] if start is None else row.draft_tokens[start:start + cap] for row, start in zip(self.rows, starts)]
 
     def keep_ids(self, prefixes: list[list[int]], drafts: list[list[int]], width: int) -> np.ndarray:
         """The edit-margin rule's kept token at every position of the step [pending,

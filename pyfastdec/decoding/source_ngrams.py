@@ -50,10 +50,9 @@ class SourceNgrams:
         if self._unique_end is None:
             body = self.draft_tokens[:-1]
             seen: dict[tuple[int, ...], int] = {}  # n-gram -> index after it, -1 if repeated
-            for n in range(1, self.max_n + 1):
-                for start in range(len(body) - n + 1):
-                    gram = tuple(body[start:start + n])
-                    seen[gram] = -1 if gram in seen else start + n
+            for n in range(1, self.max_n + 1):  # the n-grams as zipped shifted copies: no slice per n-gram
+                for end, gram in enumerate(zip(*[body[i:] for i in range(n)]), n):
+                    seen[gram] = -1 if gram in seen else end
             self._unique_end = {g: end for g, end in seen.items() if end >= 0}
         return self._unique_end
 
@@ -80,8 +79,9 @@ class SourceNgrams:
         one is absent.)"""
         if not output:
             return 0
+        unique = self.unique_end  # once per call: it is a property
         for n in range(min(self.max_n, len(output)), 0, -1):
-            end = self.unique_end.get(tuple(output[-n:]))
+            end = unique.get(tuple(output[-n:]))
             if end is not None:
                 return end
         return None

@@ -117,30 +117,55 @@ class LinearCost:
         self.points: deque[tuple[float, float]] = deque()
         self.window = window
         self.n = self.sx = self.st = self.sxx = self.sxt = 0.0
-        self.a = self.b = 0.0
-        self.sloped = False
+        self._fit: tuple[float, float, bool] | None = (0.0, 0.0, False)  # (a, b, sloped); None: refit
 
     def add(self, x: float, seconds: float) -> None:
-        self._accumulate(float(x), float(seconds), 1.0)
-        self.points.append((float(x), float(seconds)))
-        if len(self.points) > self.window:
-            self._accumulate(*self.points.popleft(), -1.0)
-        var = self.sxx - self.sx * self.sx / self.n
-        cov = self.sxt - self.sx * self.st / self.n
-        # relative threshold: sums of squares of equal x differ from 0 by rounding only
-        self.sloped = var > 1e-9 * max(self.sxx, 1e-30)  # points at two x or more: b is measured
-        self.b = max(cov / var, 0.0) if self.sloped else 0.0
-        self.a = max((self.st - self.b * self.sx) / self.n, 0.0)
+        # The sums are updated inline and the line refitted only when read: a policy adds
+        # to two fits per iteration (its batch size's and the whole) and reads one.
+        x, t = float(x), float(seconds)
+        self.n += 1.0
+        self.sx += x
+        self.st += t
+        self.sxx += x * x
+        self.sxt += x * t
+        points = self.points
+        points.append((x, t))
+        if len(points) > self.window:
+            x, t = points.popleft()
+            self.n -= 1.0
+            self.sx -= x
+            self.st -= t
+            self.sxx -= x * x
+            self.sxt -= x * t
+        self._fit = None
 
-    def _accumulate(self, x: float, t: float, sign: float) -> None:
-        self.n += sign
-        self.sx += sign * x
-        self.st += sign * t
-        self.sxx += sign * x * x
-        self.sxt += sign * x * t
+    def line(self) -> tuple[float, float, bool]:
+        """(a, b, sloped): sloped when the points lie at two x or more (b is measured)."""
+        fit = self._fit
+        if fit is None:
+            var = self.sxx - self.sx * self.sx / self.n
+            cov = self.sxt - self.sx * self.st / self.n
+            # relative threshold: sums of squares of equal x differ from 0 by rounding only
+            sloped = var > 1e-9 * max(self.sxx, 1e-30)
+            b = max(cov / var, 0.0) if sloped else 0.0
+            fit = self._fit = (max((self.st - b * self.sx) / self.n, 0.0), b, sloped)
+        return fit
+
+    @property
+    def a(self) -> float:
+        return self.line()[0]
+
+    @property
+    def b(self) -> float:
+        return self.line()[1]
+
+    @property
+    def sloped(self) -> bool:
+        return self.line()[2]
 
     def predict(self, x: float) -> float:
-        return self.a + self.b * x
+        a, b, _ = self.line()
+        return a + b * x
 
 
 class CostsByRows:
@@ -179,9 +204,12 @@ class CostsByRows:
     def line(self, rows: int) -> tuple[float, float]:
         """(a, b) of the fit that predicts for this batch size: t = a + b * token rows."""
         fit = self.fits.get(rows)
-        if fit is not None and len(fit.points) >= self.trust and (fit.sloped or not self.sloped):
-            return fit.a, fit.b
-        return self.all.a, self.all.b
+        if fit is not None and len(fit.points) >= self.trust:
+            a, b, sloped = fit.line()
+            if sloped or not self.sloped:
+                return a, b
+        a, b, _ = self.all.line()
+        return a, b
 
 
 class CostTable:
@@ -220,6 +248,7 @@ class Acceptance:
         self._kept = np.zeros(k_max)
         self._scale = 1.0
         self._expected: list[float] | None = None  # expected tokens by draft length, made when needed
+        self._product = 1.0  # P(every position of _expected kept), to extend it
 
     @property
     def reached(self) -> np.ndarray:
@@ -234,16 +263,30 @@ class Acceptance:
     def expected_tokens(self, k: int) -> float:
         """Tokens a row gains from verifying a k-token draft: the accepted draft plus the
         verifier's own token."""
-        return self.table()[k]
+        return self.table(k)[k]
 
-    def table(self) -> list[float]:
-        """expected_tokens(k) for k = 0 .. k_max."""
-        if self._expected is None:
-            p = (self._kept * self._scale + self.prior * self.prior_rows) / (self._reached * self._scale
-                                                                            + self.prior_rows)
-            # expected(k) = expected(k - 1) + P(the first k drafted tokens are all kept)
-            self._expected = np.cumsum(np.concatenate(([1.0], np.cumprod(p)))).tolist()
-        return self._expected
+    def table(self, upto: int | None = None) -> list[float]:
+        """expected_tokens(k) for k = 0 .. k_max; with `upto`, a list that holds at least
+        k = 0 .. upto (a policy that asks only for its drafts' lengths pays for those:
+        the table changes with every count, and IAD's k_max is the longest source)."""
+        size = self.k_max if upto is None else min(upto, self.k_max)
+        table = self._expected
+        if table is None:
+            table = self._expected = [1.0]
+            self._product = 1.0
+        done = len(table) - 1
+        if done < size:
+            # expected(k) = expected(k - 1) + P(the first k drafted tokens are all kept), in
+            # plain floats, in order (numpy's cumprod/cumsum gave the same, and on the few
+            # positions asked cost more than this loop)
+            scale, prior, rows = self._scale, self.prior * self.prior_rows, self.prior_rows
+            product, expected = self._product, table[-1]
+            for kept, reached in zip(self._kept[done:size].tolist(), self._reached[done:size].tolist()):
+                product *= (kept * scale + prior) / (reached * scale + rows)
+                expected += product
+                table.append(expected)
+            self._product = product
+        return table
 
     def fade(self, factor: float) -> None:
         self._scale *= factor

@@ -135,18 +135,21 @@ class SourceDraftLength(LengthPolicy):
         return k
 
     def _best(self, lengths: list[int], longest: int) -> int:
-        rows, expected = len(lengths), self.acceptance.table()
+        rows, expected = len(lengths), self.acceptance.table(longest)
         drafting = [n for n in lengths if n]
         plain = rows - len(drafting)  # rows without a draft gain their one token anyway
         best_k, best_rate = 0, rows / self._plain_seconds(rows)
         a, b = self.verify_costs.line(rows)  # the fitted verification cost, seconds = a + b * token rows
-        for k in self.candidates:
-            width_k = min(k, longest)
-            if len(drafting) == 1:
-                gain = plain + expected[min(drafting[0], width_k)]
+        per_width = b * rows
+        one = drafting[0] if len(drafting) == 1 else None  # batch 1: one draft, no sum
+        for k in self.candidates:  # ascending; the same float expressions as a + b * rows * (1 + width)
+            width_k = k if k < longest else longest
+            if one is not None:
+                gain = plain + expected[one if one < width_k else width_k]
             else:
-                gain = plain + sum(expected[min(n, width_k)] for n in drafting)
-            rate = gain / max(a + b * rows * (1 + width_k), 1e-12)
+                gain = plain + sum([expected[n if n < width_k else width_k] for n in drafting])
+            seconds = a + per_width * (1 + width_k)
+            rate = gain / (seconds if seconds > 1e-12 else 1e-12)
             if rate > best_rate:
                 best_k, best_rate = k, rate
             if k >= longest:
