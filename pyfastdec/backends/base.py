@@ -72,7 +72,7 @@ they do not override is the wrapped backend's (delegated), which defaults here w
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -136,8 +136,10 @@ class StepOut:
 
 def step_out(out: dict) -> StepOut:
     """A StepOut from an engine step's dict (the native and GPU engines' bindings return
-    the fields asked for under StepOut's names; the others are None)."""
-    return StepOut(**{f.name: out.get(f.name) for f in fields(StepOut)})
+    the fields asked for under StepOut's names; the others are None). Unpacked as it is,
+    once per decoder call without a pass over dataclasses.fields: a key a binding adds
+    without a StepOut field fails at once."""
+    return StepOut(**out)
 
 
 @dataclass
