@@ -38,24 +38,14 @@ class Recorder:
 
     def __init__(self, backend):
         self.backend, self.log = backend, []
-        self.tokens, self.vocab_size, self.arch = backend.tokens, backend.vocab_size, backend.arch
-
-    def encode(self, src_ids):
-        return self.backend.encode(src_ids)
-
-    def start(self, memory):
-        return self.backend.start(memory)
 
     def step(self, state, tokens, want):
         out = self.backend.step(state, tokens, want)
         self.log.append((np.array(tokens), out))
         return out
 
-    def truncate(self, state, lengths):
-        return self.backend.truncate(state, lengths)
-
-    def select(self, state, rows):
-        return self.backend.select(state, rows)
+    def __getattr__(self, name):  # encode, start, truncate, select, tokens ...: the backend's
+        return getattr(self.backend, name)
 
 
 class Replay:
@@ -106,8 +96,10 @@ def replayed_iad(backend, batches: list[list[list[int]]], repeats: int, profile=
         started = time.process_time()
         outs = run(replay)
         times.append(time.process_time() - started)
-        if outs != expected or replay.next != steps:
-            raise RuntimeError("replay: the outputs or the step count differ from the recorded run's")
+        if replay.next != steps:
+            raise RuntimeError(f"replay: {replay.next} steps, the recorded run made {steps}")
+        if outs != expected:
+            raise RuntimeError("replay: the outputs differ from the recorded run's")
     if profile is not None:
         profile.enable()
         run(Replay(recorder))

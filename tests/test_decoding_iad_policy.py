@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_decoding_support import EOS, V, RuleCorrector, corrected
+from test_decoding_support import EOS, V, Charged, RuleCorrector, corrected
 
 from pyfastdec.decoding import greedy, iad
 from pyfastdec.decoding.policies import SourceDraftLength
@@ -24,22 +24,6 @@ def batch1_cost(token_rows: int, drafted: bool) -> float:
 def compute_bound_cost(token_rows: int, drafted: bool) -> float:
     """Large-batch-like: every token row computed costs."""
     return 0.2 + 0.1 * token_rows + (0.05 if drafted else 0.0)
-
-
-class Charged:
-    """A backend wrapper that charges each step what `cost` says, as the policy sees it."""
-
-    def __init__(self, backend, cost):
-        self.backend, self.cost, self.spent = backend, cost, 0.0
-        self.tokens, self.vocab_size, self.arch = backend.tokens, backend.vocab_size, backend.arch
-
-    def step(self, state, tokens, want=None):
-        tokens = np.asarray(tokens)
-        self.spent += self.cost(tokens.size, tokens.shape[1] > 1)
-        return self.backend.step(state, tokens, want)
-
-    def __getattr__(self, name):
-        return getattr(self.backend, name)
 
 
 class Rewriter(RuleCorrector):

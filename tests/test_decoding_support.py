@@ -103,6 +103,22 @@ def corrected(src: list[int]) -> list[int]:
     return out
 
 
+class Charged:
+    """A backend wrapper that charges each step what `cost` says, as the policy sees it."""
+
+    def __init__(self, backend, cost):
+        self.backend, self.cost, self.spent = backend, cost, 0.0
+        self.tokens, self.vocab_size, self.arch = backend.tokens, backend.vocab_size, backend.arch
+
+    def step(self, state, tokens, want=None):
+        tokens = np.asarray(tokens)
+        self.spent += self.cost(tokens.size, tokens.shape[1] > 1)
+        return self.backend.step(state, tokens, want)
+
+    def __getattr__(self, name):
+        return getattr(self.backend, name)
+
+
 class RuleCorrector(BackendBase):
     """A verifier whose next token, after a prefix that follows corrected(source), is the
     next corrected token (else a junk token from a hash of the prefix). Its top-1

@@ -418,29 +418,12 @@ def test_decisions_equal_the_old_policys(monkeypatch, seed, k_max, extra, blockw
         assert a == b, f"entry {i}: {a} != {b}"
 
 
-class Clocked:
-    """A backend wrapper that advances the policy's clock by a noisy cost per step, as
-    the machine would: the policy's whole-iteration timings come from this clock."""
-
-    def __init__(self, backend, clock: FakeTime, seed: int):
-        self.backend, self.clock, self.rng = backend, clock, random.Random(seed)
-        self.tokens, self.vocab_size, self.arch = backend.tokens, backend.vocab_size, backend.arch
-
-    def step(self, state, tokens, want=None):
-        tokens = np.asarray(tokens)
-        self.clock.now += _cost(tokens.size, tokens.shape[1] > 1, self.rng, 60e-6)
-        return self.backend.step(state, tokens, want)
-
-    def __getattr__(self, name):
-        return getattr(self.backend, name)
-
-
 @pytest.mark.parametrize("batch", [1, 8])
 def test_iad_makes_the_old_policys_decisions(monkeypatch, batch):
     """Through IAD's own loop (the drafts' lengths as propose gives them), on a model that
     copies most of its input and rewrites some, the current policy and the old one decide
     alike under the same clock, and IAD returns greedy's outputs either way."""
-    from test_decoding_support import EOS, V, RuleCorrector, corrected
+    from test_decoding_support import EOS, V, Charged, RuleCorrector, corrected
 
     from pyfastdec.decoding import iad
 
@@ -451,7 +434,14 @@ def test_iad_makes_the_old_policys_decisions(monkeypatch, batch):
         clock = FakeTime()
         monkeypatch.setattr(source_draft_length, "time", clock)
         monkeypatch.setitem(globals(), "time", clock)
-        backend, policy = Clocked(RuleCorrector(), clock, seed=7), cls(max(len(s) for s in sources))
+        rng_cost = random.Random(7)  # a noisy cost per step, advancing the policy's clock as the machine would
+
+        def advance(token_rows, drafted, rng_cost=rng_cost):
+            seconds = _cost(token_rows, drafted, rng_cost, 60e-6)
+            clock.now += seconds
+            return seconds
+
+        backend, policy = Charged(RuleCorrector(), advance), cls(max(len(s) for s in sources))
         outs = [o for i in range(0, len(sources), batch) for o in iad(backend, sources[i:i + batch], policy=policy)[0]]
         assert outs == [corrected(s) for s in sources]
         chosen.append(policy.chosen)

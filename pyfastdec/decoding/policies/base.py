@@ -159,10 +159,6 @@ class LinearCost:
     def b(self) -> float:
         return self.line()[1]
 
-    @property
-    def sloped(self) -> bool:
-        return self.line()[2]
-
     def predict(self, x: float) -> float:
         a, b, _ = self.line()
         return a + b * x
