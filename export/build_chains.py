@@ -16,12 +16,10 @@ from pathlib import Path
 from . import compact_ckpt
 from .data import read_lines
 
-# Distillation of the general train sources with the native engine, 2 threads, timed on
-# 256 of them (python -m export.distill --stop-after 256): beam 5 produced 314 output
-# tokens/s, beam 1 (= greedy) 1,110; the ~3.1M reference tokens of train (151,207 x 20.4)
-# are ~2.7 hours at beam 5, ~47 minutes greedy (bench/README.md, "General En-De
-# distillation"). Greedy, so that the CPU chain stays a one-evening job and matches what a
-# device call distils on the GPU (tools/device/train_general_student.sh).
+# The general train sources are distilled greedily, not with beam 5 as en-de's: beam 5
+# costs ~3.5x as long on the CPU (bench/README.md, "General En-De: distillation and the
+# student"), and greedy is what a device call distils on the GPU
+# (tools/device/train_general_student.sh).
 GENERAL_BEAM = 1
 
 
