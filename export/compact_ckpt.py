@@ -2,6 +2,7 @@
 
     python -m export.compact_ckpt pack RUN/averaged.pt OUT_DIR      # on the GPU machine
     python -m export.compact_ckpt unpack OUT_DIR RUN/returned.pt    # here: an export.write checkpoint
+    python -m export.compact_ckpt newest RUN                        # RUN/last.pt: the newest epoch's model
 
 A device call returns at most 8 files of 16 MiB, 64 MiB together, and the working tree
 that travels to it holds at most 64 MiB, the repository included. uk-gec-base's weights
@@ -79,6 +80,27 @@ def unpack(folder: Path) -> dict:
     return ckpt
 
 
+MODEL_KEYS = ("model", "config", "step", "epoch", "recipe", "spm")  # what export.write and pack read
+
+
+def newest(run: Path) -> tuple[Path, Path]:
+    """Write run/last.pt from the newest epoch{N}.pt of an export.train run, without its
+    optimizer state: what a device call packs when its time ran out before averaging.
+    (source, written)."""
+    epochs = [p for p in run.glob("epoch*.pt") if p.stem[5:].isdigit()]
+    if not epochs:
+        raise FileNotFoundError(f"{run}: no epoch<N>.pt checkpoint; expected an export.train run directory")
+    source = max(epochs, key=lambda p: int(p.stem[5:]))
+    state = torch.load(source, map_location="cpu", weights_only=False)
+    missing = [key for key in MODEL_KEYS if key not in state]
+    if missing:
+        raise KeyError(f"{source}: no {', '.join(missing)}; not an export.train checkpoint")
+    out = run / "last.pt"
+    torch.save({key: state[key] for key in MODEL_KEYS}, out.with_suffix(".tmp"))
+    os.replace(out.with_suffix(".tmp"), out)
+    return source, out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -88,7 +110,13 @@ def main(argv=None) -> int:
     u = sub.add_parser("unpack", help="shards + meta.json -> a checkpoint export.write reads")
     u.add_argument("folder", type=Path)
     u.add_argument("out", type=Path)
+    n = sub.add_parser("newest", help="RUN/last.pt: the newest epoch checkpoint's model, no optimizer state")
+    n.add_argument("run", type=Path)
     args = ap.parse_args(argv)
+    if args.cmd == "newest":
+        source, out = newest(args.run)
+        print(f"{out.name} from {source.name}, step {torch.load(out, map_location='cpu', weights_only=False)['step']}")
+        return 0
     if args.cmd == "pack":
         paths = pack(args.ckpt, args.out)
         print(f"packed {args.ckpt} -> {len(paths)} files, {sum(p.stat().st_size for p in paths) / 1e6:.1f} MB")

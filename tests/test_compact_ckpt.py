@@ -48,3 +48,26 @@ def test_build_models_from_refuses_what_is_not_a_checkpoint(tmp_path, capsys):
             raise AssertionError("accepted")
         msg = capsys.readouterr().err.strip().splitlines()[-1]
         assert f"--from {path}" in msg and says in msg and "expected" in msg
+
+
+def test_newest_writes_the_newest_epoch_model_without_optimizer_state(tmp_path, capsys):
+    # numeric, not lexical, order: epoch10 is newer than epoch9
+    for epoch in (2, 9, 10):
+        torch.save({"model": {"w": torch.full((2,), float(epoch))}, "config": {}, "step": 100 * epoch,
+                    "epoch": epoch, "recipe": "test-tiny", "spm": b"spm", "optimizer": {"big": torch.zeros(3)}},
+                   tmp_path / f"epoch{epoch}.pt")
+    (tmp_path / "epochs.pt").write_bytes(b"not an epoch checkpoint")  # a name that only starts alike
+    assert compact_ckpt.main(["newest", str(tmp_path)]) == 0
+    assert "last.pt from epoch10.pt, step 1000" in capsys.readouterr().out
+    last = torch.load(tmp_path / "last.pt", weights_only=False)
+    assert set(last) == set(compact_ckpt.MODEL_KEYS) and last["step"] == 1000
+    assert torch.equal(last["model"]["w"], torch.full((2,), 10.0))
+
+
+def test_newest_names_the_folder_without_checkpoints(tmp_path):
+    import pytest
+    with pytest.raises(FileNotFoundError, match=f"{tmp_path}: no epoch<N>.pt"):
+        compact_ckpt.newest(tmp_path)
+    torch.save({"model": {}, "step": 1}, tmp_path / "epoch1.pt")
+    with pytest.raises(KeyError, match="epoch1.pt: no config, epoch, recipe, spm"):
+        compact_ckpt.newest(tmp_path)

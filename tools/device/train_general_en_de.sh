@@ -76,16 +76,7 @@ model=averaged.pt
 if [ ! -f "$WORK/averaged.pt" ] && ls "$WORK"/epoch*.pt >/dev/null 2>&1; then
   # cut before averaging: the newest epoch checkpoint without its optimizer state
   model=last.pt
-  "$PY" - "$WORK" <<'PYEOF'
-import sys
-from pathlib import Path
-import torch
-work = Path(sys.argv[1])
-newest = max(work.glob("epoch*.pt"), key=lambda p: int(p.stem[5:]))
-state = torch.load(newest, map_location="cpu", weights_only=False)
-torch.save({k: state[k] for k in ("model", "config", "step", "epoch", "recipe", "spm")}, work / "last.pt")
-print(f"last.pt from {newest.name}, step {state['step']}")
-PYEOF
+  "$PY" -m export.compact_ckpt newest "$WORK"
 fi
 if [ -f "$WORK/$model" ]; then
   split -b 15m -d "$WORK/$model" "$OUT/ckpt/$model.part"

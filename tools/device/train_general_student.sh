@@ -115,16 +115,7 @@ gzip -c "$WORK/train.de" > "$OUT/train.de.gz" 2>/dev/null || rm -f "$OUT/train.d
 model=$WORK/student/averaged.pt
 if [ ! -f "$model" ] && ls "$WORK"/student/epoch*.pt >/dev/null 2>&1; then
   model=$WORK/student/last.pt   # cut before averaging: the newest epoch's model without its optimizer state
-  "$PY" - "$WORK/student" <<'PYEOF' 2>&1 | tee -a "$LOG"
-import sys
-from pathlib import Path
-import torch
-work = Path(sys.argv[1])
-newest = max(work.glob("epoch*.pt"), key=lambda p: int(p.stem[5:]))
-state = torch.load(newest, map_location="cpu", weights_only=False)
-torch.save({k: state[k] for k in ("model", "config", "step", "epoch", "recipe", "spm")}, work / "last.pt")
-print(f"last.pt from {newest.name}, step {state['step']}")
-PYEOF
+  "$PY" -m export.compact_ckpt newest "$WORK/student" 2>&1 | tee -a "$LOG"
 fi
 [ -f "$model" ] && "$PY" -m export.compact_ckpt pack "$model" "$OUT/student" 2>&1 | tee -a "$LOG"
 files=$(find "$OUT" -type f | wc -l)
