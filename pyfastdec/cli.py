@@ -420,6 +420,7 @@ def run_translate(args) -> int:
                 merge_stats(total, stats, [line.number - 1 for line in block])
                 total.sentences += len(block)
                 progress.update(len(block))
+        writer.finish()
     finally:
         results.close()  # stops worker processes at once on an error or interrupt
         progress.finish()

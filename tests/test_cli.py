@@ -166,6 +166,25 @@ def test_errors_are_one_clear_line(models, tmp_path, capsys):
     assert exit_info.value.code == 2
 
 
+def test_an_error_before_the_first_line_leaves_the_output_file_as_it_was(models, translator, tmp_path, capsys):
+    """A refused option (gad without a drafter) is found when the first block decodes, after
+    -o was opened: an existing file keeps its content, a new one is not left behind. A job
+    that ends replaces the old content whole, with nothing when there is no input line."""
+    src = write_lines(tmp_path / "in.txt", ["a man ."])
+    old, new = tmp_path / "old.txt", tmp_path / "new.txt"
+    yesterday = "yesterday's output, longer than today's\n" * 20
+    old.write_text(yesterday, encoding="utf-8")
+    for out in (old, new):
+        assert cli.main(["translate", *model_args(models), "--algo", "gad", "-i", str(src), "-o", str(out)]) == 1
+        assert "needs a drafter" in capsys.readouterr().err
+    assert old.read_text(encoding="utf-8") == yesterday and not new.exists()
+    assert cli.main(["translate", *model_args(models), "-i", str(src), "-o", str(old), "--no-progress"]) == 0
+    assert old.read_text(encoding="utf-8") == expected(translator, ["a man ."])
+    empty = write_lines(tmp_path / "empty.txt", [])
+    assert cli.main(["translate", *model_args(models), "-i", str(empty), "-o", str(old)]) == 0
+    assert old.read_bytes() == b""
+
+
 def test_correct_runs_iad(models, translator, tmp_path, capsys):
     src = write_lines(tmp_path / "in.txt", LINES)
     # this toy model loops on some lines: the guard, on by default, would revert them

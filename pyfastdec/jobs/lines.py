@@ -4,6 +4,7 @@ decoded. Output is written as whole UTF-8 lines, flushed block by block."""
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,25 +103,40 @@ def write_failed(name: str, err: OSError, stdout: bool) -> CliError:
 
 
 class LineWriter:
-    """Writes whole lines as UTF-8 bytes and flushes after each block."""
+    """Writes whole lines as UTF-8 bytes and flushes after each block. An output file is
+    opened at once, so an unwritable path fails before any model loads, but an existing
+    file keeps its content until the first lines are ready (or the job ends without any):
+    a job that fails or is interrupted before that (a refused option, a model that does
+    not load, Ctrl-C during loading) leaves it as it was, and removes a file it created."""
 
     def __init__(self, path: Optional[str]):
         self.path = path
         self.failed = False
+        self.started = True  # an owned file: whether its old content has been replaced yet
         if path is None or path == "-":
             self.stream = sys.stdout.buffer
             self.owned, self.name = False, "stdout"
         else:
+            existed = os.path.lexists(path)
             try:
-                self.stream = open(path, "wb")
+                self.stream = open(path, "ab")  # "wb" would empty it now
             except OSError as err:
                 raise CliError(f"cannot write output {path}: {err.strerror or err}") from None
             self.owned, self.name = True, path
+            self.started, self.created = False, not existed
+
+    def _start(self) -> None:
+        """Replace the old content: the first lines are ready, or the job is done."""
+        if not self.started:
+            self.started = True
+            if stat.S_ISREG(os.fstat(self.stream.fileno()).st_mode):  # not a FIFO or /dev/null
+                self.stream.truncate(0)
 
     def write(self, lines: list[str]) -> None:
         data = "".join(lines).encode("utf-8")
         with sigint_deferred():
             try:
+                self._start()
                 self.stream.write(data)
                 self.stream.flush()
             except BrokenPipeError:
@@ -128,6 +144,15 @@ class LineWriter:
             except OSError as err:
                 self.failed = True
                 raise write_failed(self.name, err, not self.owned) from None
+
+    def finish(self) -> None:
+        """The job is done: the output is what was written, nothing if no line was."""
+        if self.owned:
+            try:
+                self._start()
+            except OSError as err:
+                self.failed = True
+                raise write_failed(self.name, err, False) from None
 
     def close(self) -> None:
         if not self.owned:
@@ -139,6 +164,11 @@ class LineWriter:
         except OSError as err:
             if not self.failed:  # else the failed write was reported, and close retried its bytes
                 raise write_failed(self.name, err, False) from None
+        if not self.started and self.created:  # ended before any output: leave no empty file behind
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
 
 
 def print_out(text: str) -> None:
