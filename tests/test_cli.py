@@ -118,7 +118,7 @@ def test_invalid_utf8_in_a_file_names_the_line_and_writes_nothing(models, tmp_pa
     src.write_bytes(b"a man .\n\nthe dog \xff\xfe runs .\n")
     out = tmp_path / "out.txt"
     assert cli.main(["translate", *model_args(models), "-i", str(src), "-o", str(out)]) == 2
-    assert "fastdec: error: line 3: invalid UTF-8 at byte 9" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"fastdec: error: {src}: line 3: invalid UTF-8 at byte 9 of the line\n"
     assert not out.exists()
 
 

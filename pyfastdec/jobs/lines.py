@@ -56,7 +56,10 @@ class InputLines:
             data = Path(path).read_bytes()
         except OSError as err:
             raise CliError(f"cannot read input {path}: {err.strerror or err}") from None
-        self.lines = numbered_lines(data)
+        try:
+            self.lines = numbered_lines(data)
+        except CliError as err:  # which file, as for a shard of a --ray directory (resumable_job.py)
+            raise CliError(f"{path}: {err}", err.code) from None
 
     @property
     def total(self) -> Optional[int]:
