@@ -39,13 +39,14 @@ try:
         import numpy as np
 
         from pyfastdec._version import __version__
-        from pyfastdec.api import ALGOS, DEFAULT_MODELS, load_checked, packaged_model_path
+        from pyfastdec.api import ALGOS, DEFAULT_MODELS, LongInputWarning, load_checked, packaged_model_path
         from pyfastdec.backends.devices import DEVICES
         from pyfastdec.decoding import DecodeStats
         from pyfastdec.decoding.beam import RULES as BEAM_RULES
         from pyfastdec.hypotheses import merge_stats
         from pyfastdec.decoding.limits import DEFAULT_MAX_LENGTH_FACTOR, MAX_LENGTH_CONSTANT
         from pyfastdec.default_strategy import StrategyChoice, default_strategy
+        from pyfastdec.jobs.decode import long_input_note
         from pyfastdec.jobs.interrupts import Terminated, raise_terminated
         from pyfastdec.jobs.lines import InputLines, LineWriter, print_out, stdout_to_devnull
         from pyfastdec.jobs.options import DecodeOptions, ModelSpec
@@ -481,7 +482,8 @@ def run_info(args) -> int:
 
 def run_bench(args) -> int:
     source = InputLines(args.input)
-    texts = [line.text for line in source.all() if line.text.strip()]
+    lines = [line for line in source.all() if line.text.strip()]
+    texts = [line.text for line in lines]
     if not texts:
         raise CliError(f"{args.input}: no non-empty lines to decode")
     spec = model_spec(args)
@@ -492,18 +494,24 @@ def run_bench(args) -> int:
               + (f" + drafter {translator.drafter_dir.path}" if translator.drafter_dir else "")
               + f"; {options.describe()}; threads {translator.threads}; compute type {spec.compute_type}; "
               f"shortlist {'on' if spec.shortlist else 'off'}; {len(texts)} sentences from {args.input}")
-    translator.translate(texts[:1], **dict(kwargs, batch_size=1))  # warm-up: page in weights, grow buffers
-    latency = []
-    for text in texts[:args.latency_sentences]:
-        start = time.perf_counter()
-        translator.translate([text], **dict(kwargs, batch_size=1))
-        latency.append((time.perf_counter() - start) * 1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LongInputWarning)  # the throughput run names their lines below
+        translator.translate(texts[:1], **dict(kwargs, batch_size=1))  # warm-up: page in weights, grow buffers
+        latency = []
+        for text in texts[:args.latency_sentences]:
+            start = time.perf_counter()
+            translator.translate([text], **dict(kwargs, batch_size=1))
+            latency.append((time.perf_counter() - start) * 1000)
     p50, p90 = np.percentile(latency, [50, 90])
     print_out(f"latency, batch 1 ({len(latency)} sentences): p50 {p50:.2f} ms, p90 {p90:.2f} ms, "
               f"mean {np.mean(latency):.2f} ms")
-    start = time.perf_counter()
-    _, stats = translator.translate(texts, **kwargs)
-    seconds = max(time.perf_counter() - start, 1e-9)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LongInputWarning)
+        start = time.perf_counter()
+        _, stats = translator.translate(texts, **kwargs)
+        seconds = max(time.perf_counter() - start, 1e-9)
+    for w in caught:  # by file line: the API's input index skips the empty lines
+        warn(long_input_note(w.message, lines) if isinstance(w.message, LongInputWarning) else str(w.message))
     print_out(f"throughput, batch {options.batch_size} ({len(texts)} sentences): {len(texts) / seconds:.1f} "
               f"sentences/s, {stats.generated / seconds:.1f} tokens/s, mean accepted tokens per iteration "
               f"{stats.mean_accepted:.2f}")

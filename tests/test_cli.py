@@ -214,6 +214,17 @@ def test_info_and_bench(models, tmp_path, capsys):
     assert re.search(r"throughput, batch 4 \(6 sentences\): [\d.]+ sentences/s", out)
 
 
+def test_bench_names_a_cut_sentence_by_its_line_in_the_file(models, tmp_path, capsys):
+    """bench times the non-empty lines only: a sentence cut for being too long is still
+    named by its line in the file (4), once, not by its index among those lines."""
+    long_sentence = "two big red dogs run in the green park with a small girl near the blue water"
+    src = write_lines(tmp_path / "in.txt", ["a dog .", "", "", long_sentence, ""])
+    short = ["-m", str(models["short"]), "--threads", "1", "--compute-type", "float32"]
+    assert cli.main(["bench", *short, "-i", str(src), "--batch-size", "2"]) == 0
+    err = capsys.readouterr().err
+    assert re.findall(r"fastdec: warning: (.*?): a sentence of \d+ source tokens exceeds", err) == ["line 4"], err
+
+
 # ----------------------------------------------------------------------------- subprocesses
 def test_subprocess_stdin_to_stdout_and_errors(models, translator, tmp_path):
     stdin = "".join(line + "\n" for line in LINES).encode()
