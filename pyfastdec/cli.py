@@ -64,6 +64,9 @@ try:
 except KeyboardInterrupt:
     print(f"{PROG}: interrupted", file=sys.stderr, flush=True)
     raise SystemExit(EXIT_INTERRUPTED) from None
+except ImportError as _err:  # e.g. the engine refusing FASTDEC_ISA: its message says what to set or install
+    print(f"{PROG}: error: {_err}", file=sys.stderr, flush=True)
+    raise SystemExit(EXIT_ERROR) from None
 
 BEAM_BOUND = f"beam search takes the top 2 x beam size from an engine limited to top-{ENGINE_MAX_TOPK}"
 BATCH_BOUND = "memory grows with every sentence of a batch"
