@@ -401,7 +401,7 @@ def run_translate(args) -> int:
             check_workers(args.workers)
         except ValueError as err:
             raise CliError(str(err), EXIT_BAD_INPUT) from None
-    source = InputLines(args.input)  # a missing or invalid input file fails before the model loads
+    source = InputLines(args.input, args.output)  # a missing or invalid input file fails before the model loads
     spec = model_spec(args)
     model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type)
     options = decode_options(args, default_strategy(model_dir, drafter_dir, spec.role, ALGOS))

@@ -238,6 +238,19 @@ def test_subprocess_stdin_to_stdout_and_errors(models, translator, tmp_path):
     assert missing.stderr.decode().startswith("fastdec: error: ") and b"Traceback" not in missing.stderr
 
 
+def test_subprocess_stdin_redirected_from_the_output_file(models, translator, tmp_path):
+    """`fastdec translate < f -o f` (as `sort -o f f`): f is read whole before it is rewritten.
+    Read as it came, the job went on reading f past its first lines into its own output."""
+    lines = sentences(600, seed=24)  # more than one read of stdin's buffer
+    f = write_lines(tmp_path / "f.txt", lines)
+    with open(f, "rb") as stdin:
+        done = subprocess.run([sys.executable, "-m", "pyfastdec.cli", "translate", *model_args(models),
+                               "--batch-size", "4", "-o", str(f)], stdin=stdin, capture_output=True,
+                              cwd=tmp_path, env=child_env(FASTDEC_THREADS="1"), timeout=30)  # else: endless
+    assert done.returncode == 0, done.stderr
+    assert f.read_text(encoding="utf-8") == expected(translator, lines)
+
+
 def test_subprocess_workers_give_the_same_output(models, tmp_path, capsys):
     src = write_lines(tmp_path / "in.txt", sentences(40, seed=23) + [""] + sentences(9, seed=24))
     assert cli.main(["translate", *model_args(models, drafter=True), "-i", str(src), "--workers", "1"]) == 0

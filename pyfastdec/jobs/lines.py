@@ -41,16 +41,29 @@ def numbered_lines(data: bytes) -> list[Line]:
     return [Line(n, decode_line(raw, n)) for n, raw in enumerate(raws, 1)]
 
 
+def same_file(stream: BinaryIO, path: str) -> bool:
+    """Whether `stream` reads the regular file at `path`."""
+    try:
+        read, named = os.fstat(stream.fileno()), os.stat(path)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's BytesIO), no such file
+        return False
+    return stat.S_ISREG(read.st_mode) and (read.st_dev, read.st_ino) == (named.st_dev, named.st_ino)
+
+
 class InputLines:
     """The input as numbered lines. A file is read and checked whole (so it is known to be
     valid, and its length is known, before anything is translated); stdin is read as it
     comes, block by block, or line by line."""
 
-    def __init__(self, path: Optional[str]):
+    def __init__(self, path: Optional[str], output: Optional[str] = None):
         self.lines: Optional[list[Line]] = None
         self.stream: Optional[BinaryIO] = None
         if path is None or path == "-":
             self.stream = sys.stdin.buffer
+            if output is not None and same_file(self.stream, output):
+                # `< f -o f`: read as it comes, f would be read on past its first lines into the output
+                # written over them; read whole first, as -i f -o f is
+                self.lines, self.stream = numbered_lines(self.stream.read()), None
             return
         try:
             data = Path(path).read_bytes()
