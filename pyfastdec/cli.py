@@ -420,6 +420,8 @@ def run_translate(args) -> int:
                 for note in notes:
                     progress.clear()
                     warn(note)
+                if not writer.owned:  # stdout: on a terminal, the lines would run on after the bar's text
+                    progress.clear()
                 writer.write(out)
                 merge_stats(total, stats, [line.number - 1 for line in block])
                 total.sentences += len(block)

@@ -200,6 +200,36 @@ def test_progress_bar_on_request(models, tmp_path, capsys):
     assert re.search(r"\r9/9 lines [\d.]+ lines/s", capsys.readouterr().err)
 
 
+def terminal_view(text: str) -> list[str]:
+    """The lines a terminal shows for `text`: a carriage return goes back to the start of
+    the line, and what follows overwrites it character by character."""
+    shown = []
+    for line in text.split("\n"):
+        cells, at = [], 0
+        for ch in line:
+            if ch == "\r":
+                at = 0
+                continue
+            cells[at:at + 1] = [ch]
+            at += 1
+        shown.append("".join(cells).rstrip())
+    return shown
+
+
+def test_progress_bar_and_output_on_one_terminal(models, translator, tmp_path):
+    """Without -o the output scrolls on the terminal the bar is drawn on: every output
+    line is shown whole, none runs on after the bar's text."""
+    lines = sentences(50, seed=26)
+    src = write_lines(tmp_path / "in.txt", lines)
+    done = subprocess.run([sys.executable, "-m", "pyfastdec.cli", "translate", *model_args(models), "-i", str(src),
+                           "--batch-size", "2", "--progress"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          cwd=tmp_path, env=child_env(FASTDEC_THREADS="1"), timeout=120)
+    assert done.returncode == 0, done.stdout
+    shown = terminal_view(done.stdout.decode())
+    assert shown[:-2] == expected(translator, lines).splitlines()
+    assert re.fullmatch(r"50/50 lines [\d.]+ lines/s", shown[-2]) and shown[-1] == ""
+
+
 def test_info_and_bench(models, tmp_path, capsys):
     assert cli.main(["info", "-m", str(models["int8"])]) == 0
     out = capsys.readouterr().out
