@@ -261,7 +261,8 @@ def _add_io_args(p: argparse.ArgumentParser) -> None:
                         "length limit or looping (a 1-3-gram 4+ times in a row) to stderr")
     progress = p.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None,
-                          help="show a progress bar on stderr for -i FILE even when stderr is not a terminal")
+                          help="show progress on stderr (lines done, of the total with -i FILE) even when stderr "
+                               "is not a terminal")
     progress.add_argument("--no-progress", dest="progress", action="store_false", help="never show it")
 
 
@@ -406,7 +407,8 @@ def run_translate(args) -> int:
     model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type)
     options = decode_options(args, default_strategy(model_dir, drafter_dir, spec.role, ALGOS))
     interactive = args.line_by_line or source.interactive()
-    show = args.progress if args.progress is not None else sys.stderr.isatty()
+    show = (args.progress if args.progress is not None else sys.stderr.isatty()) and not (
+        interactive and source.total is None)  # typed or line-by-line stdin: each line's output is its progress
     progress = Progress(source.total, show)
     writer = LineWriter(args.output)
     total = DecodeStats()

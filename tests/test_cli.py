@@ -200,6 +200,17 @@ def test_progress_bar_on_request(models, tmp_path, capsys):
     assert re.search(r"\r9/9 lines [\d.]+ lines/s", capsys.readouterr().err)
 
 
+def test_progress_on_stdin_counts_lines(models, monkeypatch, capsys):
+    """From stdin the total is unknown: progress counts the lines done, the last count
+    shown when the job ends; typed or --line-by-line input shows none (each line's output is)."""
+    fake_stdin(monkeypatch, "".join(line + "\n" for line in LINES).encode())
+    assert cli.main(["translate", *model_args(models), "--batch-size", "2", "--progress"]) == 0
+    assert re.search(r"\r9 lines [\d.]+ lines/s\n$", capsys.readouterr().err)
+    fake_stdin(monkeypatch, "".join(line + "\n" for line in LINES).encode())
+    assert cli.main(["translate", *model_args(models), "--line-by-line", "--progress"]) == 0
+    assert "lines/s" not in capsys.readouterr().err
+
+
 def terminal_view(text: str) -> list[str]:
     """The lines a terminal shows for `text`: a carriage return goes back to the start of
     the line, and what follows overwrites it character by character."""
