@@ -71,6 +71,7 @@ except ImportError as _err:  # e.g. the engine refusing FASTDEC_ISA: its message
 BEAM_BOUND = f"beam search takes the top 2 x beam size from an engine limited to top-{ENGINE_MAX_TOPK}"
 BATCH_BOUND = "memory grows with every sentence of a batch"
 RAY_LOCAL = "local"  # --ray with no address: start a local cluster
+PROGRESS_DELAY = 1.0  # seconds before progress shows on a terminal unasked: quick jobs show none
 
 
 def positive_int(text: str) -> int:
@@ -409,7 +410,7 @@ def run_translate(args) -> int:
     interactive = args.line_by_line or source.interactive()
     show = (args.progress if args.progress is not None else sys.stderr.isatty()) and not (
         interactive and source.total is None)  # typed or line-by-line stdin: each line's output is its progress
-    progress = Progress(source.total, show)
+    progress = Progress(source.total, show, delay=0.0 if args.progress else PROGRESS_DELAY)
     writer = LineWriter(args.output)
     total = DecodeStats()
     start = time.perf_counter()

@@ -10,6 +10,7 @@ import select
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -209,6 +210,26 @@ def test_progress_on_stdin_counts_lines(models, monkeypatch, capsys):
     fake_stdin(monkeypatch, "".join(line + "\n" for line in LINES).encode())
     assert cli.main(["translate", *model_args(models), "--line-by-line", "--progress"]) == 0
     assert "lines/s" not in capsys.readouterr().err
+
+
+def test_a_quick_job_on_a_terminal_shows_no_progress(models, monkeypatch, capsys):
+    """`echo ... | fastdec translate` on a terminal: the output, and no progress line after it."""
+    fake_stdin(monkeypatch, b"a man .\n")
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert cli.main(["translate", *model_args(models)]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_shows_once_its_delay_has_passed(monkeypatch, capsys):
+    from pyfastdec.jobs import progress as progress_module
+
+    clock = iter([0.0, 0.5, 1.2, 1.25, 2.0])  # start, then one reading per update and at finish
+    monkeypatch.setattr(progress_module, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    bar = progress_module.Progress(None, True, delay=1.0)
+    for _ in range(3):
+        bar.update(1)  # at 0.5 s: before the delay; at 1.2 s: shown; at 1.25 s: within 0.1 s of it
+    bar.finish()
+    assert capsys.readouterr().err == "\r2 lines 1.7 lines/s\r3 lines 1.5 lines/s\n"
 
 
 def terminal_view(text: str) -> list[str]:

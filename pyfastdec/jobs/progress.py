@@ -11,17 +11,18 @@ from pyfastdec.jobs.errors import PROG
 
 class Progress:
     """`\\r1234/5000 lines 45.1 lines/s` on stderr, at most ten times a second; `1234 lines`
-    when the total is not known (stdin)."""
+    when the total is not known (stdin). Nothing before `delay` seconds: a job that ends
+    sooner (`echo ... | fastdec translate`) needs no progress line after its output."""
 
-    def __init__(self, total: Optional[int], enabled: bool):
-        self.total, self.enabled = total, enabled
+    def __init__(self, total: Optional[int], enabled: bool, delay: float = 0.0):
+        self.total, self.enabled, self.delay = total, enabled, delay
         self.done, self.start, self.shown = 0, time.perf_counter(), 0.0
         self.width, self.shown_done = 0, 0
 
     def update(self, n: int) -> None:
         self.done += n
         now = time.perf_counter()
-        if self.enabled and (now - self.shown >= 0.1 or self.done == self.total):
+        if self.enabled and now - self.start >= self.delay and (now - self.shown >= 0.1 or self.done == self.total):
             self._draw(now)
 
     def _draw(self, now: float) -> None:
