@@ -49,7 +49,7 @@ try:
         from pyfastdec.jobs.decode import long_input_note
         from pyfastdec.jobs.interrupts import Terminated, raise_terminated
         from pyfastdec.jobs.lines import InputLines, LineWriter, print_out, stdout_to_devnull
-        from pyfastdec.jobs.options import DecodeOptions, ModelSpec
+        from pyfastdec.jobs.options import DecodeOptions, ModelSpec, checked_translator
         from pyfastdec.jobs.progress import Progress, print_stats
         from pyfastdec.jobs.workers import results_in_one_process, results_in_workers
         from pyfastdec.model_dir import ModelDir, ModelDirError
@@ -407,6 +407,8 @@ def run_translate(args) -> int:
     spec = model_spec(args)
     model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type)
     options = decode_options(args, default_strategy(model_dir, drafter_dir, spec.role, ALGOS))
+    # Workers build their own translators: a refused option then comes from the first one.
+    translator = checked_translator(spec, (model_dir, drafter_dir), options) if (args.workers or 1) == 1 else None
     interactive = args.line_by_line or source.interactive()
     show = (args.progress if args.progress is not None else sys.stderr.isatty()) and not (
         interactive and source.total is None)  # typed or line-by-line stdin: each line's output is its progress
@@ -414,8 +416,8 @@ def run_translate(args) -> int:
     writer = LineWriter(args.output)
     total = DecodeStats()
     start = time.perf_counter()
-    results = (results_in_workers(spec, source, options, args.workers) if (args.workers or 1) > 1
-               else results_in_one_process(spec, source, options, interactive, (model_dir, drafter_dir)))
+    results = (results_in_workers(spec, source, options, args.workers) if translator is None
+               else results_in_one_process(translator, source, options, interactive))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # load_checked has reported the model warnings once

@@ -155,7 +155,6 @@ def test_errors_are_one_clear_line(models, tmp_path, capsys):
         (["translate", *model_args(models), "-i", str(tmp_path / "missing.txt")], "cannot read input"),
         (["translate", *model_args(models), "--drafter", str(models["drafter38"]), "-i", str(src)],
          "vocab_size: 38 differs"),
-        (["translate", *model_args(models), "--algo", "gad", "-i", str(src)], "needs a drafter"),
         (["translate", "-m", str(models["int8"]), "--compute-type", "float32", "-i", str(src)], "int8 weights"),
     ]
     for argv, message in cases:
@@ -167,17 +166,43 @@ def test_errors_are_one_clear_line(models, tmp_path, capsys):
     assert exit_info.value.code == 2
 
 
-def test_an_error_before_the_first_line_leaves_the_output_file_as_it_was(models, translator, tmp_path, capsys):
-    """A refused option (gad without a drafter) is found when the first block decodes, after
-    -o was opened: an existing file keeps its content, a new one is not left behind. A job
-    that ends replaces the old content whole, with nothing when there is no input line."""
+@pytest.mark.parametrize("flags, message", [
+    (["--algo", "gad"], "algo 'gad' needs a drafter"),
+    (["--algo", "bild"], "algo 'bild' needs a little model"),
+    (["--beta", "3"], "beta=3, tau=0.0: acceptance thresholds apply to algo 'gad++' only"),
+    (["--block", "4"], "block=4: a draft block size applies to algo 'gad' and 'gad++' only"),
+    (["--max-decoding-length", "3", "--min-decoding-length", "5"], "min_decoding_length=5 exceeds"),
+])
+def test_options_the_api_refuses_are_usage_errors_before_any_output(models, tmp_path, capsys, flags, message):
+    """Combinations that only translate's own checks refuse end as argparse's refusals do
+    (exit 2), before -o is opened: an existing output file is left as it was."""
+    src = write_lines(tmp_path / "in.txt", ["a man ."])
+    out = tmp_path / "out.txt"
+    out.write_text("yesterday's output\n", encoding="utf-8")
+    assert cli.main(["translate", *model_args(models), *flags, "-i", str(src), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fastdec: error: ") and message in err and err.count("\n") == 1, err
+    assert out.read_text(encoding="utf-8") == "yesterday's output\n"
+
+
+def test_an_error_before_the_first_line_leaves_the_output_file_as_it_was(models, translator, tmp_path, capsys,
+                                                                         monkeypatch):
+    """An error while the first block decodes (the engine out of memory), after -o was
+    opened: an existing file keeps its content, a new one is not left behind. A job that
+    ends replaces the old content whole, with nothing when there is no input line."""
     src = write_lines(tmp_path / "in.txt", ["a man ."])
     old, new = tmp_path / "old.txt", tmp_path / "new.txt"
     yesterday = "yesterday's output, longer than today's\n" * 20
     old.write_text(yesterday, encoding="utf-8")
-    for out in (old, new):
-        assert cli.main(["translate", *model_args(models), "--algo", "gad", "-i", str(src), "-o", str(out)]) == 1
-        assert "needs a drafter" in capsys.readouterr().err
+
+    def out_of_memory(*args):
+        raise MemoryError("std::bad_alloc")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(workers, "translate_block", out_of_memory)
+        for out in (old, new):
+            assert cli.main(["translate", *model_args(models), "-i", str(src), "-o", str(out)]) == 1
+            assert "out of memory" in capsys.readouterr().err
     assert old.read_text(encoding="utf-8") == yesterday and not new.exists()
     assert cli.main(["translate", *model_args(models), "-i", str(src), "-o", str(old), "--no-progress"]) == 0
     assert old.read_text(encoding="utf-8") == expected(translator, ["a man ."])
