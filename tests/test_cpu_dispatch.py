@@ -120,8 +120,8 @@ def test_unknown_fastdec_isa_is_one_line_from_the_command():
     proc = subprocess.run([sys.executable, "-m", "pyfastdec.cli", "info"], env=env, capture_output=True, text=True,
                           cwd=NEUTRAL_CWD, check=False)
     assert proc.returncode == 1 and proc.stdout == "", proc.stderr
-    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("fastdec: error: "), proc.stderr
-    assert "FASTDEC_ISA: unknown ISA 'avx9000': expected one of scalar, avx2, avx512, vnni, amx" in proc.stderr
+    assert proc.stderr == ("fastdec: error: FASTDEC_ISA: unknown ISA 'avx9000': expected one of scalar, avx2, "
+                           "avx512, vnni, amx\n")  # not "the compiled engine did not load": it did
 
 
 def test_fastdec_threads_must_be_positive(monkeypatch):
