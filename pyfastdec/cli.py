@@ -413,7 +413,7 @@ def run_translate(args) -> int:
     show = (args.progress if args.progress is not None else sys.stderr.isatty()) and not (
         interactive and source.total is None)  # typed or line-by-line stdin: each line's output is its progress
     progress = Progress(source.total, show, delay=0.0 if args.progress else PROGRESS_DELAY)
-    writer = LineWriter(args.output)
+    writer = LineWriter(args.output, in_place=source.is_output)
     total = DecodeStats()
     start = time.perf_counter()
     results = (results_in_workers(spec, source, options, args.workers) if translator is None

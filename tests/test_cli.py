@@ -114,6 +114,32 @@ def test_long_sentence_is_cut_with_a_warning_naming_the_line(models, tmp_path, c
     assert "line 3" not in err
 
 
+def test_in_place_output_keeps_the_input_whole_until_the_job_is_done(models, translator, tmp_path, capsys,
+                                                                    monkeypatch):
+    """-i f -o f (`fastdec correct -i essay.txt -o essay.txt`): interrupted after its first
+    block, f is still the whole input, not that block's output with the rest lost; done, f
+    is the output, with f's permissions."""
+    lines = sentences(20, seed=27)
+    f = write_lines(tmp_path / "f.txt", lines)
+    f.chmod(0o640)
+    real, calls = workers.translate_block, []
+
+    def interrupted(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(workers, "translate_block", interrupted)
+        assert cli.main(["translate", *model_args(models), "--batch-size", "1", "-i", str(f), "-o", str(f)]) == 130
+    assert f.read_text(encoding="utf-8") == "".join(line + "\n" for line in lines)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]
+    assert cli.main(["translate", *model_args(models), "--batch-size", "1", "-i", str(f), "-o", str(f)]) == 0
+    assert f.read_text(encoding="utf-8") == expected(translator, lines)
+    assert f.stat().st_mode & 0o777 == 0o640 and sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]
+
+
 def test_invalid_utf8_in_a_file_names_the_line_and_writes_nothing(models, tmp_path, capsys):
     src = tmp_path / "in.txt"
     src.write_bytes(b"a man .\n\nthe dog \xff\xfe runs .\n")

@@ -4,6 +4,7 @@ decoded. Output is written as whole UTF-8 lines, flushed block by block."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import sys
 from dataclasses import dataclass
@@ -58,14 +59,16 @@ class InputLines:
     def __init__(self, path: Optional[str], output: Optional[str] = None):
         self.lines: Optional[list[Line]] = None
         self.stream: Optional[BinaryIO] = None
+        self.is_output = False  # the input is the output file (-i f -o f, < f -o f): see LineWriter in_place
         if path is None or path == "-":
             self.stream = sys.stdin.buffer
-            if output is not None and same_file(self.stream, output):
+            if output is not None and output != "-" and same_file(self.stream, output):
                 # `< f -o f`: read as it comes, f would be read on past its first lines into the output
                 # written over them; read whole first, as -i f -o f is
-                self.lines, self.stream = numbered_lines(self.stream.read()), None
+                self.lines, self.stream, self.is_output = numbered_lines(self.stream.read()), None, True
             return
         try:
+            self.is_output = output is not None and os.path.exists(output) and os.path.samefile(path, output)
             data = Path(path).read_bytes()
         except OSError as err:
             raise CliError(f"cannot read input {path}: {err.strerror or err}") from None
@@ -123,23 +126,28 @@ class LineWriter:
     opened at once, so an unwritable path fails before any model loads, but an existing
     file keeps its content until the first lines are ready (or the job ends without any):
     a job that fails or is interrupted before that (a refused option, a model that does
-    not load, Ctrl-C during loading) leaves it as it was, and removes a file it created."""
+    not load, Ctrl-C during loading) leaves it as it was, and removes a file it created.
+    in_place (the output file is the input): written beside it (OUT.fastdec-tmp) and
+    renamed over it when the job is done, so a job that stops part way keeps the input whole."""
 
-    def __init__(self, path: Optional[str]):
+    def __init__(self, path: Optional[str], in_place: bool = False):
         self.path = path
         self.failed = False
         self.started = True  # an owned file: whether its old content has been replaced yet
+        self.replacing = None  # in place: the input file that the finished output replaces
         if path is None or path == "-":
             self.stream = sys.stdout.buffer
             self.owned, self.name = False, "stdout"
         else:
-            existed = os.path.lexists(path)
+            self.file = f"{path}.fastdec-tmp" if in_place else path
+            existed = os.path.lexists(self.file)
             try:
-                self.stream = open(path, "ab")  # "wb" would empty it now
+                self.stream = open(self.file, "ab")  # "wb" would empty it now
             except OSError as err:
-                raise CliError(f"cannot write output {path}: {err.strerror or err}") from None
+                raise CliError(f"cannot write output {self.file}: {err.strerror or err}") from None
             self.owned, self.name = True, path
-            self.started, self.created = False, not existed
+            self.started, self.created = False, not existed or in_place
+            self.replacing = path if in_place else None
 
     def _start(self) -> None:
         """Replace the old content: the first lines are ready, or the job is done."""
@@ -166,6 +174,11 @@ class LineWriter:
         if self.owned:
             try:
                 self._start()
+                if self.replacing is not None:
+                    self.stream.close()
+                    shutil.copymode(self.replacing, self.file)  # the input's permissions, not the umask's
+                    os.replace(self.file, self.replacing)
+                    self.replacing = None
             except OSError as err:
                 self.failed = True
                 raise write_failed(self.name, err, False) from None
@@ -180,9 +193,10 @@ class LineWriter:
         except OSError as err:
             if not self.failed:  # else the failed write was reported, and close retried its bytes
                 raise write_failed(self.name, err, False) from None
-        if not self.started and self.created:  # ended before any output: leave no empty file behind
+        # Ended before any output (leave no empty file behind), or in place and unfinished (the input stays).
+        if (not self.started and self.created) or self.replacing is not None:
             try:
-                os.unlink(self.path)
+                os.unlink(self.file)
             except OSError:
                 pass
 
