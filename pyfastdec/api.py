@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 from pyfastdec import sentence_units
 from pyfastdec.alternatives import check_alternatives, translate_alternatives
@@ -309,9 +309,9 @@ class Translator:
         Sizes are bounded (size_limits.py says why): beam_size, n_best and block at most 32,
         batch_size at most 1024, beta at most 64; a larger one raises ValueError.
         """
-        if isinstance(texts, (bytes, bytearray, memoryview)):  # iterating them would give ints
-            raise TypeError(f"translate: texts is {type(texts).__name__}, expected a str or a list of str "
-                            f"(decode bytes first, e.g. data.decode('utf-8'))")
+        if isinstance(texts, (bytes, bytearray, memoryview)) or not isinstance(texts, Iterable):  # bytes: as ints
+            hint = " (decode bytes first, e.g. data.decode('utf-8'))" if isinstance(texts, Iterable) else ""
+            raise TypeError(f"translate: texts is {type(texts).__name__}, expected a str or a list of str{hint}")
         single = isinstance(texts, str)
         items = [texts] if single else list(texts)
         prefixes = None if target_prefix is None else [target_prefix] if single else target_prefix

@@ -39,16 +39,17 @@ try:
         import numpy as np
 
         from pyfastdec._version import __version__
-        from pyfastdec.api import ALGOS, DEFAULT_MODELS, load_checked, packaged_model_path
+        from pyfastdec.api import ALGOS, DEFAULT_MODELS, LongInputWarning, load_checked, packaged_model_path
         from pyfastdec.backends.devices import DEVICES
         from pyfastdec.decoding import DecodeStats
         from pyfastdec.decoding.beam import RULES as BEAM_RULES
         from pyfastdec.hypotheses import merge_stats
         from pyfastdec.decoding.limits import DEFAULT_MAX_LENGTH_FACTOR, MAX_LENGTH_CONSTANT
         from pyfastdec.default_strategy import StrategyChoice, default_strategy
+        from pyfastdec.jobs.decode import long_input_note
         from pyfastdec.jobs.interrupts import Terminated, raise_terminated
         from pyfastdec.jobs.lines import InputLines, LineWriter, print_out, stdout_to_devnull
-        from pyfastdec.jobs.options import DecodeOptions, ModelSpec
+        from pyfastdec.jobs.options import DecodeOptions, ModelSpec, checked_translator
         from pyfastdec.jobs.progress import Progress, print_stats
         from pyfastdec.jobs.workers import results_in_one_process, results_in_workers
         from pyfastdec.model_dir import ModelDir, ModelDirError
@@ -63,10 +64,14 @@ try:
 except KeyboardInterrupt:
     print(f"{PROG}: interrupted", file=sys.stderr, flush=True)
     raise SystemExit(EXIT_INTERRUPTED) from None
+except ImportError as _err:  # e.g. the engine refusing FASTDEC_ISA: its message says what to set or install
+    print(f"{PROG}: error: {_err}", file=sys.stderr, flush=True)
+    raise SystemExit(EXIT_ERROR) from None
 
 BEAM_BOUND = f"beam search takes the top 2 x beam size from an engine limited to top-{ENGINE_MAX_TOPK}"
 BATCH_BOUND = "memory grows with every sentence of a batch"
 RAY_LOCAL = "local"  # --ray with no address: start a local cluster
+PROGRESS_DELAY = 1.0  # seconds before progress shows on a terminal unasked: quick jobs show none
 
 
 def positive_int(text: str) -> int:
@@ -257,7 +262,8 @@ def _add_io_args(p: argparse.ArgumentParser) -> None:
                         "length limit or looping (a 1-3-gram 4+ times in a row) to stderr")
     progress = p.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None,
-                          help="show a progress bar on stderr for -i FILE even when stderr is not a terminal")
+                          help="show progress on stderr (lines done, of the total with -i FILE) even when stderr "
+                               "is not a terminal")
     progress.add_argument("--no-progress", dest="progress", action="store_false", help="never show it")
 
 
@@ -397,18 +403,21 @@ def run_translate(args) -> int:
             check_workers(args.workers)
         except ValueError as err:
             raise CliError(str(err), EXIT_BAD_INPUT) from None
-    source = InputLines(args.input)  # a missing or invalid input file fails before the model loads
+    source = InputLines(args.input, args.output)  # a missing or invalid input file fails before the model loads
     spec = model_spec(args)
     model_dir, drafter_dir = load_checked(spec.model, spec.drafter, spec.role, spec.compute_type)
     options = decode_options(args, default_strategy(model_dir, drafter_dir, spec.role, ALGOS))
+    # Workers build their own translators: a refused option then comes from the first one.
+    translator = checked_translator(spec, (model_dir, drafter_dir), options) if (args.workers or 1) == 1 else None
     interactive = args.line_by_line or source.interactive()
-    show = args.progress if args.progress is not None else sys.stderr.isatty()
-    progress = Progress(source.total, show)
-    writer = LineWriter(args.output)
+    show = (args.progress if args.progress is not None else sys.stderr.isatty()) and not (
+        interactive and source.total is None)  # typed or line-by-line stdin: each line's output is its progress
+    progress = Progress(source.total, show, delay=0.0 if args.progress else PROGRESS_DELAY)
+    writer = LineWriter(args.output, in_place=source.is_output)
     total = DecodeStats()
     start = time.perf_counter()
-    results = (results_in_workers(spec, source, options, args.workers) if (args.workers or 1) > 1
-               else results_in_one_process(spec, source, options, interactive, (model_dir, drafter_dir)))
+    results = (results_in_workers(spec, source, options, args.workers) if translator is None
+               else results_in_one_process(translator, source, options, interactive))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # load_checked has reported the model warnings once
@@ -416,10 +425,13 @@ def run_translate(args) -> int:
                 for note in notes:
                     progress.clear()
                     warn(note)
+                if not writer.owned:  # stdout: on a terminal, the lines would run on after the bar's text
+                    progress.clear()
                 writer.write(out)
                 merge_stats(total, stats, [line.number - 1 for line in block])
                 total.sentences += len(block)
                 progress.update(len(block))
+        writer.finish()
     finally:
         results.close()  # stops worker processes at once on an error or interrupt
         progress.finish()
@@ -480,7 +492,8 @@ def run_info(args) -> int:
 
 def run_bench(args) -> int:
     source = InputLines(args.input)
-    texts = [line.text for line in source.all() if line.text.strip()]
+    lines = [line for line in source.all() if line.text.strip()]
+    texts = [line.text for line in lines]
     if not texts:
         raise CliError(f"{args.input}: no non-empty lines to decode")
     spec = model_spec(args)
@@ -491,18 +504,24 @@ def run_bench(args) -> int:
               + (f" + drafter {translator.drafter_dir.path}" if translator.drafter_dir else "")
               + f"; {options.describe()}; threads {translator.threads}; compute type {spec.compute_type}; "
               f"shortlist {'on' if spec.shortlist else 'off'}; {len(texts)} sentences from {args.input}")
-    translator.translate(texts[:1], **dict(kwargs, batch_size=1))  # warm-up: page in weights, grow buffers
-    latency = []
-    for text in texts[:args.latency_sentences]:
-        start = time.perf_counter()
-        translator.translate([text], **dict(kwargs, batch_size=1))
-        latency.append((time.perf_counter() - start) * 1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LongInputWarning)  # the throughput run names their lines below
+        translator.translate(texts[:1], **dict(kwargs, batch_size=1))  # warm-up: page in weights, grow buffers
+        latency = []
+        for text in texts[:args.latency_sentences]:
+            start = time.perf_counter()
+            translator.translate([text], **dict(kwargs, batch_size=1))
+            latency.append((time.perf_counter() - start) * 1000)
     p50, p90 = np.percentile(latency, [50, 90])
     print_out(f"latency, batch 1 ({len(latency)} sentences): p50 {p50:.2f} ms, p90 {p90:.2f} ms, "
               f"mean {np.mean(latency):.2f} ms")
-    start = time.perf_counter()
-    _, stats = translator.translate(texts, **kwargs)
-    seconds = max(time.perf_counter() - start, 1e-9)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LongInputWarning)
+        start = time.perf_counter()
+        _, stats = translator.translate(texts, **kwargs)
+        seconds = max(time.perf_counter() - start, 1e-9)
+    for w in caught:  # by file line: the API's input index skips the empty lines
+        warn(long_input_note(w.message, lines) if isinstance(w.message, LongInputWarning) else str(w.message))
     print_out(f"throughput, batch {options.batch_size} ({len(texts)} sentences): {len(texts) / seconds:.1f} "
               f"sentences/s, {stats.generated / seconds:.1f} tokens/s, mean accepted tokens per iteration "
               f"{stats.mean_accepted:.2f}")

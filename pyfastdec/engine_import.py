@@ -23,6 +23,8 @@ def import_engine() -> ModuleType:
     try:
         return importlib.import_module("pyfastdec._engine")
     except ImportError as error:
+        if str(error).startswith("FASTDEC_ISA"):  # it loaded and refused the setting: nothing to reinstall
+            raise
         raise ImportError(engine_missing_message(PACKAGE, error)) from error
 
 

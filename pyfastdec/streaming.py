@@ -111,7 +111,11 @@ def translate_file(translator, input_path: str | os.PathLike, output_path: str |
     tmp = out.with_name(out.name + ".tmp")
     count = 0
     try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        try:
+            f = open(tmp, "w", encoding="utf-8", newline="\n")
+        except OSError as err:  # named as the caller wrote it, not by the temporary name
+            raise OSError(err.errno, err.strerror, str(output_path)) from None
+        with f:
             for chunk, got in _chunks(lines, prefixes, batch_size * read_ahead):
                 hyps, kinds, _, splits = translator._run(chunk, got, opts, count)
                 for warning in splits:

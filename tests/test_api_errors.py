@@ -23,6 +23,8 @@ from pyfastdec.model_dir import ModelDir, ModelDirError  # noqa: E402
     (["a man .", b"the dog ."], "input 1 is bytes, expected str"),
     ([b"a man ."], "input 0 is bytes, expected str"),
     ([None], "input 0 is NoneType, expected str"),
+    (None, "texts is NoneType, expected a str or a list of str$"),
+    (42, "texts is int, expected a str or a list of str$"),
 ])
 def test_non_text_input_is_a_type_error_naming_it(translator, texts, message):
     with pytest.raises(TypeError, match=message):

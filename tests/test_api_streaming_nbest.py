@@ -117,6 +117,11 @@ def test_translate_file_errors_name_the_file_and_line(tiny, tmp_path):
     assert not out.exists() and not (tmp_path / "out.txt.tmp").exists()
     with pytest.raises(FileNotFoundError, match="missing.txt: \\(file\\): missing"):
         t.translate_file(tmp_path / "missing.txt", out)
+    # The output is written to OUT.tmp first: an error opening it names OUT, what the caller passed.
+    src.write_bytes(b"a man .\n")
+    with pytest.raises(FileNotFoundError) as info:
+        t.translate_file(src, tmp_path / "no-such-folder" / "out.txt", algo="greedy")
+    assert info.value.filename == str(tmp_path / "no-such-folder" / "out.txt"), str(info.value)
 
 
 def _printf_g(x: float) -> str:

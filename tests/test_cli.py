@@ -10,6 +10,7 @@ import select
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -113,12 +114,38 @@ def test_long_sentence_is_cut_with_a_warning_naming_the_line(models, tmp_path, c
     assert "line 3" not in err
 
 
+def test_in_place_output_keeps_the_input_whole_until_the_job_is_done(models, translator, tmp_path, capsys,
+                                                                    monkeypatch):
+    """-i f -o f (`fastdec correct -i essay.txt -o essay.txt`): interrupted after its first
+    block, f is still the whole input, not that block's output with the rest lost; done, f
+    is the output, with f's permissions."""
+    lines = sentences(20, seed=27)
+    f = write_lines(tmp_path / "f.txt", lines)
+    f.chmod(0o640)
+    real, calls = workers.translate_block, []
+
+    def interrupted(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(workers, "translate_block", interrupted)
+        assert cli.main(["translate", *model_args(models), "--batch-size", "1", "-i", str(f), "-o", str(f)]) == 130
+    assert f.read_text(encoding="utf-8") == "".join(line + "\n" for line in lines)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]
+    assert cli.main(["translate", *model_args(models), "--batch-size", "1", "-i", str(f), "-o", str(f)]) == 0
+    assert f.read_text(encoding="utf-8") == expected(translator, lines)
+    assert f.stat().st_mode & 0o777 == 0o640 and sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]
+
+
 def test_invalid_utf8_in_a_file_names_the_line_and_writes_nothing(models, tmp_path, capsys):
     src = tmp_path / "in.txt"
     src.write_bytes(b"a man .\n\nthe dog \xff\xfe runs .\n")
     out = tmp_path / "out.txt"
     assert cli.main(["translate", *model_args(models), "-i", str(src), "-o", str(out)]) == 2
-    assert "fastdec: error: line 3: invalid UTF-8 at byte 9" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"fastdec: error: {src}: line 3: invalid UTF-8 at byte 9 of the line\n"
     assert not out.exists()
 
 
@@ -154,7 +181,6 @@ def test_errors_are_one_clear_line(models, tmp_path, capsys):
         (["translate", *model_args(models), "-i", str(tmp_path / "missing.txt")], "cannot read input"),
         (["translate", *model_args(models), "--drafter", str(models["drafter38"]), "-i", str(src)],
          "vocab_size: 38 differs"),
-        (["translate", *model_args(models), "--algo", "gad", "-i", str(src)], "needs a drafter"),
         (["translate", "-m", str(models["int8"]), "--compute-type", "float32", "-i", str(src)], "int8 weights"),
     ]
     for argv, message in cases:
@@ -164,6 +190,51 @@ def test_errors_are_one_clear_line(models, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["translate", "--no-such-flag"])
     assert exit_info.value.code == 2
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--algo", "gad"], "algo 'gad' needs a drafter"),
+    (["--algo", "bild"], "algo 'bild' needs a little model"),
+    (["--beta", "3"], "beta=3, tau=0.0: acceptance thresholds apply to algo 'gad++' only"),
+    (["--block", "4"], "block=4: a draft block size applies to algo 'gad' and 'gad++' only"),
+    (["--max-decoding-length", "3", "--min-decoding-length", "5"], "min_decoding_length=5 exceeds"),
+])
+def test_options_the_api_refuses_are_usage_errors_before_any_output(models, tmp_path, capsys, flags, message):
+    """Combinations that only translate's own checks refuse end as argparse's refusals do
+    (exit 2), before -o is opened: an existing output file is left as it was."""
+    src = write_lines(tmp_path / "in.txt", ["a man ."])
+    out = tmp_path / "out.txt"
+    out.write_text("yesterday's output\n", encoding="utf-8")
+    assert cli.main(["translate", *model_args(models), *flags, "-i", str(src), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fastdec: error: ") and message in err and err.count("\n") == 1, err
+    assert out.read_text(encoding="utf-8") == "yesterday's output\n"
+
+
+def test_an_error_before_the_first_line_leaves_the_output_file_as_it_was(models, translator, tmp_path, capsys,
+                                                                         monkeypatch):
+    """An error while the first block decodes (the engine out of memory), after -o was
+    opened: an existing file keeps its content, a new one is not left behind. A job that
+    ends replaces the old content whole, with nothing when there is no input line."""
+    src = write_lines(tmp_path / "in.txt", ["a man ."])
+    old, new = tmp_path / "old.txt", tmp_path / "new.txt"
+    yesterday = "yesterday's output, longer than today's\n" * 20
+    old.write_text(yesterday, encoding="utf-8")
+
+    def out_of_memory(*args):
+        raise MemoryError("std::bad_alloc")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(workers, "translate_block", out_of_memory)
+        for out in (old, new):
+            assert cli.main(["translate", *model_args(models), "-i", str(src), "-o", str(out)]) == 1
+            assert "out of memory" in capsys.readouterr().err
+    assert old.read_text(encoding="utf-8") == yesterday and not new.exists()
+    assert cli.main(["translate", *model_args(models), "-i", str(src), "-o", str(old), "--no-progress"]) == 0
+    assert old.read_text(encoding="utf-8") == expected(translator, ["a man ."])
+    empty = write_lines(tmp_path / "empty.txt", [])
+    assert cli.main(["translate", *model_args(models), "-i", str(empty), "-o", str(old)]) == 0
+    assert old.read_bytes() == b""
 
 
 def test_correct_runs_iad(models, translator, tmp_path, capsys):
@@ -181,6 +252,67 @@ def test_progress_bar_on_request(models, tmp_path, capsys):
     assert re.search(r"\r9/9 lines [\d.]+ lines/s", capsys.readouterr().err)
 
 
+def test_progress_on_stdin_counts_lines(models, monkeypatch, capsys):
+    """From stdin the total is unknown: progress counts the lines done, the last count
+    shown when the job ends; typed or --line-by-line input shows none (each line's output is)."""
+    fake_stdin(monkeypatch, "".join(line + "\n" for line in LINES).encode())
+    assert cli.main(["translate", *model_args(models), "--batch-size", "2", "--progress"]) == 0
+    assert re.search(r"\r9 lines [\d.]+ lines/s\n$", capsys.readouterr().err)
+    fake_stdin(monkeypatch, "".join(line + "\n" for line in LINES).encode())
+    assert cli.main(["translate", *model_args(models), "--line-by-line", "--progress"]) == 0
+    assert "lines/s" not in capsys.readouterr().err
+
+
+def test_a_quick_job_on_a_terminal_shows_no_progress(models, monkeypatch, capsys):
+    """`echo ... | fastdec translate` on a terminal: the output, and no progress line after it."""
+    fake_stdin(monkeypatch, b"a man .\n")
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert cli.main(["translate", *model_args(models)]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_shows_once_its_delay_has_passed(monkeypatch, capsys):
+    from pyfastdec.jobs import progress as progress_module
+
+    clock = iter([0.0, 0.5, 1.2, 1.25, 2.0])  # start, then one reading per update and at finish
+    monkeypatch.setattr(progress_module, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    bar = progress_module.Progress(None, True, delay=1.0)
+    for _ in range(3):
+        bar.update(1)  # at 0.5 s: before the delay; at 1.2 s: shown; at 1.25 s: within 0.1 s of it
+    bar.finish()
+    assert capsys.readouterr().err == "\r2 lines 1.7 lines/s\r3 lines 1.5 lines/s\n"
+
+
+def terminal_view(text: str) -> list[str]:
+    """The lines a terminal shows for `text`: a carriage return goes back to the start of
+    the line, and what follows overwrites it character by character."""
+    shown = []
+    for line in text.split("\n"):
+        cells, at = [], 0
+        for ch in line:
+            if ch == "\r":
+                at = 0
+                continue
+            cells[at:at + 1] = [ch]
+            at += 1
+        shown.append("".join(cells).rstrip())
+    return shown
+
+
+def test_progress_bar_and_output_on_one_terminal(models, translator, tmp_path):
+    """Without -o the output scrolls on the terminal the bar is drawn on: every output
+    line is shown whole, none runs on after the bar's text."""
+    lines = sentences(50, seed=26)
+    src = write_lines(tmp_path / "in.txt", lines)
+    done = subprocess.run([sys.executable, "-m", "pyfastdec.cli", "translate", *model_args(models), "-i", str(src),
+                           "--batch-size", "2", "--progress"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          cwd=tmp_path, env=child_env(FASTDEC_THREADS="1"), timeout=120)
+    assert done.returncode == 0, done.stdout
+    shown = terminal_view(done.stdout.decode())
+    assert shown[:-2] == expected(translator, lines).splitlines()
+    assert re.fullmatch(r"50/50 lines [\d.]+ lines/s", shown[-2]) and shown[-1] == ""
+
+
 def test_info_and_bench(models, tmp_path, capsys):
     assert cli.main(["info", "-m", str(models["int8"])]) == 0
     out = capsys.readouterr().out
@@ -195,6 +327,17 @@ def test_info_and_bench(models, tmp_path, capsys):
     assert re.search(r"throughput, batch 4 \(6 sentences\): [\d.]+ sentences/s", out)
 
 
+def test_bench_names_a_cut_sentence_by_its_line_in_the_file(models, tmp_path, capsys):
+    """bench times the non-empty lines only: a sentence cut for being too long is still
+    named by its line in the file (4), once, not by its index among those lines."""
+    long_sentence = "two big red dogs run in the green park with a small girl near the blue water"
+    src = write_lines(tmp_path / "in.txt", ["a dog .", "", "", long_sentence, ""])
+    short = ["-m", str(models["short"]), "--threads", "1", "--compute-type", "float32"]
+    assert cli.main(["bench", *short, "-i", str(src), "--batch-size", "2"]) == 0
+    err = capsys.readouterr().err
+    assert re.findall(r"fastdec: warning: (.*?): a sentence of \d+ source tokens exceeds", err) == ["line 4"], err
+
+
 # ----------------------------------------------------------------------------- subprocesses
 def test_subprocess_stdin_to_stdout_and_errors(models, translator, tmp_path):
     stdin = "".join(line + "\n" for line in LINES).encode()
@@ -206,6 +349,19 @@ def test_subprocess_stdin_to_stdout_and_errors(models, translator, tmp_path):
     missing = run_cli(["translate", "-m", str(tmp_path / "nope")], tmp_path, b"a\n")
     assert missing.returncode == 1 and missing.stdout == b""
     assert missing.stderr.decode().startswith("fastdec: error: ") and b"Traceback" not in missing.stderr
+
+
+def test_subprocess_stdin_redirected_from_the_output_file(models, translator, tmp_path):
+    """`fastdec translate < f -o f` (as `sort -o f f`): f is read whole before it is rewritten.
+    Read as it came, the job went on reading f past its first lines into its own output."""
+    lines = sentences(600, seed=24)  # more than one read of stdin's buffer
+    f = write_lines(tmp_path / "f.txt", lines)
+    with open(f, "rb") as stdin:
+        done = subprocess.run([sys.executable, "-m", "pyfastdec.cli", "translate", *model_args(models),
+                               "--batch-size", "4", "-o", str(f)], stdin=stdin, capture_output=True,
+                              cwd=tmp_path, env=child_env(FASTDEC_THREADS="1"), timeout=30)  # else: endless
+    assert done.returncode == 0, done.stderr
+    assert f.read_text(encoding="utf-8") == expected(translator, lines)
 
 
 def test_subprocess_workers_give_the_same_output(models, tmp_path, capsys):

@@ -53,4 +53,4 @@ def test_min_above_max_decoding_length_fails_in_one_line(models, tmp_path, capsy
     code = cli.main(["translate", *model_args(models), "--min-decoding-length", "9", "--max-decoding-length", "3",
                      "-i", str(write_lines(tmp_path / "in.txt", ["a man"])), "--no-progress"])
     err = capsys.readouterr().err
-    assert code == 1 and err == "fastdec: error: min_decoding_length=9 exceeds max_decoding_length=3\n"
+    assert code == 2 and err == "fastdec: error: min_decoding_length=9 exceeds max_decoding_length=3\n"

@@ -114,6 +114,16 @@ def test_unknown_fastdec_isa_is_a_clear_error():
     assert "scalar, avx2, avx512, vnni, amx" in proc.stderr
 
 
+def test_unknown_fastdec_isa_is_one_line_from_the_command():
+    """The engine refuses the setting while `fastdec` imports it: one error line, no traceback."""
+    env = child_env(FASTDEC_ISA="avx9000")
+    proc = subprocess.run([sys.executable, "-m", "pyfastdec.cli", "info"], env=env, capture_output=True, text=True,
+                          cwd=NEUTRAL_CWD, check=False)
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    assert proc.stderr == ("fastdec: error: FASTDEC_ISA: unknown ISA 'avx9000': expected one of scalar, avx2, "
+                           "avx512, vnni, amx\n")  # not "the compiled engine did not load": it did
+
+
 def test_fastdec_threads_must_be_positive(monkeypatch):
     monkeypatch.setenv("FASTDEC_THREADS", "0")
     with pytest.raises(ValueError, match="FASTDEC_THREADS"):

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import re
 import shutil
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +25,7 @@ import pytest
 
 from export.rehash import main as rehash_main
 from export.rehash import rehash
+import pyfastdec
 from pyfastdec.model_dir import ModelDir, ModelDirError, expected_tensors, parse_config
 from test_model_dir import VOCAB, WORDS, make_config, random_tensors, spm_path, train_spm, write_dir  # noqa: F401
 
@@ -169,7 +173,7 @@ def test_config_checksum_survives_reformatting_but_not_edits(spm_path, tmp_path)
     (d / "config.json").write_text(json.dumps(dict(reversed(list(config.items()))), separators=(",", ":")))
     ModelDir.load(d)
     edit_config(d, lambda c: c.update(max_source_len=33))
-    refused(d, "config.json", "checksum.config", r"python -m export\.rehash DIR\)$")
+    refused(d, "config.json", "checksum.config", r"python -m pyfastdec\.training\.rehash DIR\)$")
     rehash(d)  # an edit on purpose is recorded, and the directory loads again
     assert ModelDir.load(d).config.max_source_len == 33
 
@@ -197,9 +201,27 @@ def test_refuses_another_models_spm(spm_path, tmp_path):
     message = refused(d, "spm.model", "(content)",
                       re.escape(f"content is {sha256(d / 'spm.model')} (expected {sha256(spm_path)} of "
                                 f"{d / 'config.json'} checksum.spm.model"))
-    assert "python -m export.rehash" in message
     edit_config(d, lambda c: c.pop("checksum"))
     ModelDir.load(d)  # what the piece count and ids alone let through
+
+
+def test_the_rehash_command_a_refusal_names_runs_from_an_installed_package(spm_path, tmp_path):
+    """A wheel has no export/: the command the refusal suggests must run with nothing but
+    the pyfastdec package importable, and then the directory loads."""
+    d = checksummed(tmp_path / "m", make_config(), spm_path)
+    (d / "spm.model").write_bytes(train_spm([w[::-1] for w in WORDS], seed=99))
+    with pytest.raises(ModelDirError) as info:
+        ModelDir.load(d)
+    command = re.search(r"record the new content with (python -m \S+) DIR\)", str(info.value))
+    assert command, str(info.value)
+    site = tmp_path / "site"  # what an installed wheel puts on sys.path: the package alone
+    site.mkdir()
+    (site / "pyfastdec").symlink_to(Path(pyfastdec.__file__).resolve().parent)
+    env = dict(os.environ, PYTHONPATH=str(site))
+    done = subprocess.run([sys.executable, *command.group(1).split()[1:], str(d)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ModelDir.load(d)
 
 
 def test_refuses_another_models_weights(spm_path, tmp_path):

@@ -100,7 +100,8 @@ def test_invalid_utf8_is_refused_as_by_fastdec_before_anything_runs(cluster, tmp
     assert fastdec(["-i", str(src), "-o", str(tmp_path / "one.txt")]) == cli.EXIT_BAD_INPUT
     one_err = capsys.readouterr().err
     assert fastdec(["--ray", "-i", str(src), "-o", str(tmp_path / "ray.txt")]) == cli.EXIT_BAD_INPUT
-    assert capsys.readouterr().err == one_err == "fastdec: error: line 2: invalid UTF-8 at byte 4 of the line\n"
+    assert capsys.readouterr().err == one_err == (f"fastdec: error: {src}: line 2: invalid UTF-8 at byte 4 of "
+                                                  f"the line\n")
     assert not (tmp_path / "ray.txt").exists()
     # In a directory of shards the file is named too, and no shard is written.
     (tmp_path / "shards").mkdir()

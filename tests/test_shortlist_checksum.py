@@ -77,7 +77,7 @@ def test_unlisted_shortlist_is_refused_until_recorded(en_de):
     del config["checksum"]["shortlist.bin"]
     (en_de / "config.json").write_text(json.dumps(config, indent=2))
     with pytest.raises(ModelDirError, match=re.escape(f"{en_de / 'shortlist.bin'}: (file): not listed in ")
-                       + r".*python -m export\.rehash DIR\)$"):
+                       + r".*python -m pyfastdec\.training\.rehash DIR\)$"):
         NativeBackend(en_de, threads=1)
     rehash(en_de)
     assert NativeBackend(en_de, threads=1).shortlist is not None

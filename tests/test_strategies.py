@@ -4,6 +4,7 @@ entry added to the registry is all it takes for Translator.translate(algo=...) t
 check its options and keep its policy for the Translator's lifetime."""
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -42,6 +43,27 @@ def test_requirements_refuse_the_wrong_models(algo, drafter, message):
                              drafter=None if drafter is None else SimpleNamespace(arch=drafter))
     with pytest.raises(ValueError, match=message):
         strategies.get(algo).needs(models, algo)
+
+
+def test_the_no_heads_refusals_name_a_command_the_installed_package_has(capsys):
+    """A wheel has no export/: the command that the two 'no proposal heads' refusals
+    suggest must be a `fastdec` subcommand, whose --help works without torch."""
+    from pyfastdec import cli
+    from pyfastdec.decoding.blockwise import proposal_heads
+
+    models = SimpleNamespace(verifier=SimpleNamespace(proposal_heads=0), model_dir=SimpleNamespace(path="m"))
+    messages = []
+    for refuse in (lambda: strategies.get("blockwise").needs(models, "blockwise"),
+                   lambda: proposal_heads(SimpleNamespace(proposal_heads=0, describe=lambda: "m"))):
+        with pytest.raises(ValueError) as info:
+            refuse()
+        messages.append(str(info.value))
+    for message in messages:
+        command = re.search(r"with fastdec ([\w-]+)\)", message)
+        assert command, message
+        with pytest.raises(SystemExit) as done:
+            cli.main([command.group(1), "--help"])
+        assert done.value.code == 0 and "--sources" in capsys.readouterr().out
 
 
 def test_the_translator_refuses_through_the_registry(models, translator):

@@ -92,7 +92,7 @@ def proposal_heads(backend: Backend) -> int:
     k = int(backend.proposal_heads or 0)
     if k < 1:
         raise ValueError(f"blockwise: {backend.describe()} has no proposal heads (config.json field 'heads'; "
-                         f"train them with python -m export.train_heads)")
+                         f"train them with fastdec train-heads)")
     return k
 
 

@@ -104,7 +104,7 @@ def needs_heads(models, algo: str) -> None:
     """A ValueError unless the verifier has proposal heads (models: .verifier, .model_dir)."""
     if not models.verifier.proposal_heads:
         raise ValueError(f"algo {algo!r} needs proposal heads in the model: {models.model_dir.path}/config.json "
-                         f"has no \"heads\" (add them with python -m export.train_heads), or use algo='greedy'")
+                         f"has no \"heads\" (add them with fastdec train-heads), or use algo='greedy'")
 
 
 def needs_little(models, algo: str) -> None:

@@ -17,6 +17,13 @@ def _one_line(text: str) -> str:
     return text.replace("\r", " ").replace("\n", " ")
 
 
+def long_input_note(m: LongInputWarning, lines: list[Line]) -> str:
+    """The warning for a sentence cut for being too long, named by its line in the input
+    (m.index counts the inputs of the call: `lines`)."""
+    return (f"line {lines[m.index].number}: a sentence of {m.n_ids} source tokens exceeds the model's max_source_len "
+            f"{m.limit}; cut between words into {m.chunks} parts, translated separately and joined with a space")
+
+
 def decode_rows(translator: Translator, lines: list[Line], options: DecodeOptions
                 ) -> tuple[list[list[str]], DecodeStats, list[tuple[Optional[int], str]]]:
     """The output lines (with their newlines) of each input line of a block, the block's
@@ -33,10 +40,7 @@ def decode_rows(translator: Translator, lines: list[Line], options: DecodeOption
     notes = []
     for w in caught:
         if isinstance(w.message, LongInputWarning):
-            m = w.message
-            notes.append((m.index, f"line {lines[m.index].number}: a sentence of {m.n_ids} source tokens exceeds "
-                                   f"the model's max_source_len {m.limit}; cut between words into {m.chunks} parts, "
-                                   f"translated separately and joined with a space"))
+            notes.append((w.message.index, long_input_note(w.message, lines)))
         else:
             notes.append((None, str(w.message)))
     rows = []

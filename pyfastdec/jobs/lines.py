@@ -4,6 +4,8 @@ decoded. Output is written as whole UTF-8 lines, flushed block by block."""
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,22 +42,40 @@ def numbered_lines(data: bytes) -> list[Line]:
     return [Line(n, decode_line(raw, n)) for n, raw in enumerate(raws, 1)]
 
 
+def same_file(stream: BinaryIO, path: str) -> bool:
+    """Whether `stream` reads the regular file at `path`."""
+    try:
+        read, named = os.fstat(stream.fileno()), os.stat(path)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's BytesIO), no such file
+        return False
+    return stat.S_ISREG(read.st_mode) and (read.st_dev, read.st_ino) == (named.st_dev, named.st_ino)
+
+
 class InputLines:
     """The input as numbered lines. A file is read and checked whole (so it is known to be
     valid, and its length is known, before anything is translated); stdin is read as it
     comes, block by block, or line by line."""
 
-    def __init__(self, path: Optional[str]):
+    def __init__(self, path: Optional[str], output: Optional[str] = None):
         self.lines: Optional[list[Line]] = None
         self.stream: Optional[BinaryIO] = None
+        self.is_output = False  # the input is the output file (-i f -o f, < f -o f): see LineWriter in_place
         if path is None or path == "-":
             self.stream = sys.stdin.buffer
+            if output is not None and output != "-" and same_file(self.stream, output):
+                # `< f -o f`: read as it comes, f would be read on past its first lines into the output
+                # written over them; read whole first, as -i f -o f is
+                self.lines, self.stream, self.is_output = numbered_lines(self.stream.read()), None, True
             return
         try:
+            self.is_output = output is not None and os.path.exists(output) and os.path.samefile(path, output)
             data = Path(path).read_bytes()
         except OSError as err:
             raise CliError(f"cannot read input {path}: {err.strerror or err}") from None
-        self.lines = numbered_lines(data)
+        try:
+            self.lines = numbered_lines(data)
+        except CliError as err:  # which file, as for a shard of a --ray directory (resumable_job.py)
+            raise CliError(f"{path}: {err}", err.code) from None
 
     @property
     def total(self) -> Optional[int]:
@@ -102,25 +122,45 @@ def write_failed(name: str, err: OSError, stdout: bool) -> CliError:
 
 
 class LineWriter:
-    """Writes whole lines as UTF-8 bytes and flushes after each block."""
+    """Writes whole lines as UTF-8 bytes and flushes after each block. An output file is
+    opened at once, so an unwritable path fails before any model loads, but an existing
+    file keeps its content until the first lines are ready (or the job ends without any):
+    a job that fails or is interrupted before that (a refused option, a model that does
+    not load, Ctrl-C during loading) leaves it as it was, and removes a file it created.
+    in_place (the output file is the input): written beside it (OUT.fastdec-tmp) and
+    renamed over it when the job is done, so a job that stops part way keeps the input whole."""
 
-    def __init__(self, path: Optional[str]):
+    def __init__(self, path: Optional[str], in_place: bool = False):
         self.path = path
         self.failed = False
+        self.started = True  # an owned file: whether its old content has been replaced yet
+        self.replacing = None  # in place: the input file that the finished output replaces
         if path is None or path == "-":
             self.stream = sys.stdout.buffer
             self.owned, self.name = False, "stdout"
         else:
+            self.file = f"{path}.fastdec-tmp" if in_place else path
+            existed = os.path.lexists(self.file)
             try:
-                self.stream = open(path, "wb")
+                self.stream = open(self.file, "ab")  # "wb" would empty it now
             except OSError as err:
-                raise CliError(f"cannot write output {path}: {err.strerror or err}") from None
+                raise CliError(f"cannot write output {self.file}: {err.strerror or err}") from None
             self.owned, self.name = True, path
+            self.started, self.created = False, not existed or in_place
+            self.replacing = path if in_place else None
+
+    def _start(self) -> None:
+        """Replace the old content: the first lines are ready, or the job is done."""
+        if not self.started:
+            self.started = True
+            if stat.S_ISREG(os.fstat(self.stream.fileno()).st_mode):  # not a FIFO or /dev/null
+                self.stream.truncate(0)
 
     def write(self, lines: list[str]) -> None:
         data = "".join(lines).encode("utf-8")
         with sigint_deferred():
             try:
+                self._start()
                 self.stream.write(data)
                 self.stream.flush()
             except BrokenPipeError:
@@ -128,6 +168,20 @@ class LineWriter:
             except OSError as err:
                 self.failed = True
                 raise write_failed(self.name, err, not self.owned) from None
+
+    def finish(self) -> None:
+        """The job is done: the output is what was written, nothing if no line was."""
+        if self.owned:
+            try:
+                self._start()
+                if self.replacing is not None:
+                    self.stream.close()
+                    shutil.copymode(self.replacing, self.file)  # the input's permissions, not the umask's
+                    os.replace(self.file, self.replacing)
+                    self.replacing = None
+            except OSError as err:
+                self.failed = True
+                raise write_failed(self.name, err, False) from None
 
     def close(self) -> None:
         if not self.owned:
@@ -139,6 +193,12 @@ class LineWriter:
         except OSError as err:
             if not self.failed:  # else the failed write was reported, and close retried its bytes
                 raise write_failed(self.name, err, False) from None
+        # Ended before any output (leave no empty file behind), or in place and unfinished (the input stays).
+        if (not self.started and self.created) or self.replacing is not None:
+            try:
+                os.unlink(self.file)
+            except OSError:
+                pass
 
 
 def print_out(text: str) -> None:

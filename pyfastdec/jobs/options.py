@@ -2,11 +2,13 @@
 process or a Ray actor builds its own Translator) and Translator.translate's options."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Optional
 
 from pyfastdec.api import Corrector, Translator
 from pyfastdec.decoding import strategies
+from pyfastdec.jobs.errors import EXIT_BAD_INPUT, CliError
 from pyfastdec.model_dir import ModelDir
 
 
@@ -84,3 +86,19 @@ class DecodeOptions:
 
     def describe(self) -> str:
         return strategies.describe(self)
+
+
+def checked_translator(spec: ModelSpec, loaded: tuple[ModelDir, Optional[ModelDir]], options: DecodeOptions
+                       ) -> Translator:
+    """spec's translator (loaded: its directories, already checked and their warnings
+    reported) with `options` checked as translate checks them: a combination it refuses
+    (--beta without gad++, bild without a little model) is a usage error (exit 2), raised
+    before the job decodes or writes anything."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        translator = spec.build(loaded)
+    try:
+        translator._options(**{k: v for k, v in options.kwargs().items() if k != "return_stats"})
+    except (ValueError, TypeError) as err:
+        raise CliError(str(err), EXIT_BAD_INPUT) from None
+    return translator

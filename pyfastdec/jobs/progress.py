@@ -10,23 +10,29 @@ from pyfastdec.jobs.errors import PROG
 
 
 class Progress:
-    """`\\r1234/5000 lines 45.1 lines/s` on stderr, at most ten times a second."""
+    """`\\r1234/5000 lines 45.1 lines/s` on stderr, at most ten times a second; `1234 lines`
+    when the total is not known (stdin). Nothing before `delay` seconds: a job that ends
+    sooner (`echo ... | fastdec translate`) needs no progress line after its output."""
 
-    def __init__(self, total: Optional[int], enabled: bool):
-        self.total, self.enabled = total, enabled and total is not None
+    def __init__(self, total: Optional[int], enabled: bool, delay: float = 0.0):
+        self.total, self.enabled, self.delay = total, enabled, delay
         self.done, self.start, self.shown = 0, time.perf_counter(), 0.0
-        self.width = 0
+        self.width, self.shown_done = 0, 0
 
     def update(self, n: int) -> None:
         self.done += n
         now = time.perf_counter()
-        if self.enabled and (now - self.shown >= 0.1 or self.done == self.total):
-            self.shown = now
-            rate = self.done / max(now - self.start, 1e-9)
-            text = f"\r{self.done}/{self.total} lines {rate:.1f} lines/s"
-            self.width = max(self.width, len(text))
-            sys.stderr.write(text)
-            sys.stderr.flush()
+        if self.enabled and now - self.start >= self.delay and (now - self.shown >= 0.1 or self.done == self.total):
+            self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        self.shown, self.shown_done = now, self.done
+        rate = self.done / max(now - self.start, 1e-9)
+        done = self.done if self.total is None else f"{self.done}/{self.total}"
+        text = f"\r{done} lines {rate:.1f} lines/s"
+        self.width = max(self.width, len(text))
+        sys.stderr.write(text)
+        sys.stderr.flush()
 
     def clear(self) -> None:
         if self.enabled and self.width:
@@ -34,6 +40,8 @@ class Progress:
 
     def finish(self) -> None:
         if self.enabled and self.width:
+            if self.shown_done != self.done:  # a total that was not known: the last count may not be shown
+                self._draw(time.perf_counter())
             sys.stderr.write("\n")
             sys.stderr.flush()
 

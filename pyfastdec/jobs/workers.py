@@ -18,7 +18,6 @@ from pyfastdec.jobs.errors import CliError
 from pyfastdec.jobs.interrupts import sigint_deferred
 from pyfastdec.jobs.lines import InputLines, Line
 from pyfastdec.jobs.options import DecodeOptions, ModelSpec
-from pyfastdec.model_dir import ModelDir
 
 
 # Worker processes (--workers): each builds its own Translator at its first shard (not in
@@ -82,11 +81,9 @@ def _worker_translate(job: tuple[list[Line], DecodeOptions]):
     return translate_block(_worker_translator, lines, options)
 
 
-def results_in_one_process(spec: ModelSpec, source: InputLines, options: DecodeOptions, interactive: bool,
-                           loaded: Optional[tuple[ModelDir, Optional[ModelDir]]] = None):
-    """Each block of `source` with its translate_block result, decoded here; loaded: the
-    directories of `spec` already checked (ModelSpec.build), not read again."""
-    translator = spec.build(loaded)
+def results_in_one_process(translator: Translator, source: InputLines, options: DecodeOptions, interactive: bool):
+    """Each block of `source` with its translate_block result, decoded here by `translator`
+    (built and its options checked before the output is opened: DecodeOptions.check)."""
     size = 1 if interactive else (options.batch_size * 8 if source.total is not None else options.batch_size)
     for block in source.blocks(size):
         yield block, translate_block(translator, block, options)

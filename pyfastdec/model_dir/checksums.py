@@ -50,7 +50,7 @@ def checksum_mismatch(where: Any, field: str, key: str, expected: str, actual: s
     """The refusal for content that differs from config.json checksum.<key>."""
     return ModelDirError(f"{where}: {field}: content is {actual} (expected {expected} of {config_path} "
                          f"checksum.{key}: damaged or replaced since it was written; if changed on purpose, "
-                         f"record the new content with python -m export.rehash DIR)")
+                         f"record the new content with python -m pyfastdec.training.rehash DIR)")
 
 
 def check_content(data, path: Path, key: str, config: ModelConfig, config_path: Any) -> None:
@@ -72,7 +72,7 @@ def check_shortlist_content(data: Optional[bytes], path: Path, config: ModelConf
             raise ModelDirError(f"{path}: (file): not listed in {config_path} checksum (expected checksum."
                                 f"{SHORTLIST_FILE}: a shortlist of another model with the same vocabulary changes "
                                 f"every output; if this one belongs to the model, record it with "
-                                f"python -m export.rehash DIR)")
+                                f"python -m pyfastdec.training.rehash DIR)")
         return
     if data is None:
         raise ModelDirError(f"{path}: (file): missing (expected the shortlist {config_path} checksum."
