@@ -70,7 +70,9 @@ def _read_shard(source: Path, output: Path, label: str) -> Shard:
     try:
         lines = numbered_lines(data)  # the bytes just hashed, not the file read again
     except CliError as err:
-        raise CliError(f"{label}{err}", err.code) from None
+        # Named by its file whatever the label (the CLI's InputLines names it too); warnings
+        # keep the label ("" for a single file), as the CLI's do.
+        raise CliError(f"{label or f'{source}: '}{err}", err.code) from None
     return Shard(source, output, label, lines, hashlib.sha256(data).hexdigest())
 
 

@@ -154,6 +154,19 @@ def test_the_job_writes_what_the_one_process_cli_writes(tmp_path, capsys):
     assert [e for e in job_err.splitlines() if "line 21" in e] == [e for e in one_err.splitlines() if "line 21" in e]
 
 
+def test_invalid_utf8_in_a_single_file_is_named_as_the_one_process_cli_names_it(tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"A man rides a bike.\nbad \xff byte\n")
+    assert cli.main(["translate", "-m", str(MODEL), "--algo", "greedy", "--threads", "1", "-i", str(src),
+                     "-o", str(tmp_path / "one.txt")]) == EXIT_BAD_INPUT
+    one_err = capsys.readouterr().err
+    assert one_err.startswith(f"fastdec: error: {src}: line 2: invalid UTF-8 at byte ")
+    with pytest.raises(CliError) as refused:
+        job(["-i", str(src), "-o", str(tmp_path / "job.txt")], tmp_path)[0]()
+    assert f"fastdec: error: {refused.value}\n" == one_err and refused.value.code == EXIT_BAD_INPUT
+    assert not (tmp_path / "job.txt").exists()
+
+
 def test_a_killed_job_resumes_without_redoing_committed_parts(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(resumable_job, "PART_LINES", 20)
     shards = write_shards(tmp_path / "in", numbered_lines(90), [30, 30, 30])  # 6 parts: 20 + 10 lines each
