@@ -413,11 +413,11 @@ def run_translate(args) -> int:
     show = (args.progress if args.progress is not None else sys.stderr.isatty()) and not (
         interactive and source.total is None)  # typed or line-by-line stdin: each line's output is its progress
     progress = Progress(source.total, show, delay=0.0 if args.progress else PROGRESS_DELAY)
-    writer = LineWriter(args.output, in_place=source.is_output)
     total = DecodeStats()
     start = time.perf_counter()
     results = (results_in_workers(spec, source, options, args.workers) if translator is None
                else results_in_one_process(translator, source, options, interactive))
+    writer = LineWriter(args.output, in_place=source.is_output)  # just before the try that closes it
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # load_checked has reported the model warnings once

@@ -5,6 +5,7 @@ Outputs are checked against the Python API on the same model."""
 from __future__ import annotations
 
 import io
+import os
 import re
 import select
 import subprocess
@@ -235,6 +236,59 @@ def test_an_error_before_the_first_line_leaves_the_output_file_as_it_was(models,
     empty = write_lines(tmp_path / "empty.txt", [])
     assert cli.main(["translate", *model_args(models), "-i", str(empty), "-o", str(old)]) == 0
     assert old.read_bytes() == b""
+
+
+def test_in_place_through_a_symlink_writes_the_file_it_names_and_follows_no_leftover(models, translator,
+                                                                                      tmp_path, capsys):
+    """-i link -o link rewrites the file the link names (the link stays a link), through a
+    new temporary name: a leftover of the old fixed name, a link to another file, is not
+    written through. Done, the file keeps its owner and permissions."""
+    lines = sentences(3, seed=28)
+    f = write_lines(tmp_path / "f.txt", lines)
+    f.chmod(0o640)
+    (tmp_path / "link.txt").symlink_to("f.txt")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n", encoding="utf-8")
+    (tmp_path / "f.txt.fastdec-tmp").symlink_to("victim.txt")
+    if os.geteuid() == 0:  # root rewrites another user's file: the owner stays
+        os.chown(f, 65534, 65534)
+    link = str(tmp_path / "link.txt")
+    assert cli.main(["translate", *model_args(models), "-i", link, "-o", link]) == 0
+    assert (tmp_path / "link.txt").is_symlink() and f.read_text(encoding="utf-8") == expected(translator, lines)
+    assert victim.read_text(encoding="utf-8") == "precious\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt", "f.txt.fastdec-tmp", "link.txt", "victim.txt"]
+    assert f.stat().st_mode & 0o777 == 0o640
+    if os.geteuid() == 0:
+        assert (f.stat().st_uid, f.stat().st_gid) == (65534, 65534)
+
+
+def test_in_place_is_for_regular_files_only():
+    """-i /dev/null -o /dev/null reads and writes the device: it is not rewritten in place
+    (a rename over it would replace the device node)."""
+    from pyfastdec.jobs.lines import InputLines
+    assert not InputLines("/dev/null", "/dev/null").is_output
+
+
+def test_an_error_on_stdin_leaves_nothing_where_a_symlink_points(models, tmp_path, monkeypatch, capsys):
+    """-o LINK to a file that does not exist: a job that fails before its first line
+    removes the file it created there, and leaves the link as it was."""
+    (tmp_path / "dl").symlink_to("target.txt")
+    fake_stdin(monkeypatch, b"\xff\n")
+    assert cli.main(["translate", *model_args(models), "-o", str(tmp_path / "dl")]) == 2
+    assert "invalid UTF-8" in capsys.readouterr().err
+    assert (tmp_path / "dl").is_symlink() and not (tmp_path / "target.txt").exists()
+
+
+def test_workers_refuse_options_as_one_process_does(models, tmp_path, capsys):
+    """--workers N: an option combination translate refuses is the same usage error (exit
+    2) from the worker that finds it, and the output file stays as it was."""
+    src = write_lines(tmp_path / "in.txt", ["a man .", "a dog ."])
+    out = tmp_path / "out.txt"
+    out.write_text("yesterday's output\n", encoding="utf-8")
+    assert cli.main(["translate", *model_args(models), "--beta", "3", "--workers", "2", "-i", str(src),
+                     "-o", str(out)]) == 2
+    assert "acceptance thresholds apply to algo 'gad++' only" in capsys.readouterr().err
+    assert out.read_text(encoding="utf-8") == "yesterday's output\n"
 
 
 def test_correct_runs_iad(models, translator, tmp_path, capsys):

@@ -15,6 +15,9 @@ class CliError(Exception):
         super().__init__(message)
         self.code = code
 
+    def __reduce__(self):  # from a worker process with its exit status, not EXIT_ERROR
+        return type(self), (str(self), self.code)
+
 
 def warn(message: str) -> None:
     print(f"{PROG}: warning: {message}", file=sys.stderr, flush=True)

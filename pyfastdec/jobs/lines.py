@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import tempfile
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,8 +69,9 @@ class InputLines:
                 self.lines, self.stream, self.is_output = numbered_lines(self.stream.read()), None, True
             return
         try:
-            self.is_output = output is not None and os.path.exists(output) and os.path.samefile(path, output)
-            data = Path(path).read_bytes()
+            with open(path, "rb") as stream:
+                data = stream.read()
+                self.is_output = output is not None and output != "-" and same_file(stream, output)
         except OSError as err:
             raise CliError(f"cannot read input {path}: {err.strerror or err}") from None
         try:
@@ -123,12 +125,14 @@ def write_failed(name: str, err: OSError, stdout: bool) -> CliError:
 
 class LineWriter:
     """Writes whole lines as UTF-8 bytes and flushes after each block. An output file is
-    opened at once, so an unwritable path fails before any model loads, but an existing
+    opened when the job has its model and checked options (run_translate), and an existing
     file keeps its content until the first lines are ready (or the job ends without any):
-    a job that fails or is interrupted before that (a refused option, a model that does
-    not load, Ctrl-C during loading) leaves it as it was, and removes a file it created.
-    in_place (the output file is the input): written beside it (OUT.fastdec-tmp) and
-    renamed over it when the job is done, so a job that stops part way keeps the input whole."""
+    a job that fails or is interrupted before that (a worker's model that does not load, an
+    error or Ctrl-C in the first block) leaves it as it was, and removes a file it created.
+    in_place (the output file is the input, jobs.lines.same_file): written to a new file
+    beside it (a unique .NAME.*.fastdec-tmp next to the file a symlink names) and renamed
+    over it when the job is done, with its owner and permissions, so a job that stops part
+    way keeps the input whole."""
 
     def __init__(self, path: Optional[str], in_place: bool = False):
         self.path = path
@@ -139,15 +143,22 @@ class LineWriter:
             self.stream = sys.stdout.buffer
             self.owned, self.name = False, "stdout"
         else:
-            self.file = f"{path}.fastdec-tmp" if in_place else path
-            existed = os.path.lexists(self.file)
+            self.file = path
             try:
-                self.stream = open(self.file, "ab")  # "wb" would empty it now
+                if in_place:  # a new name of our own beside the file (through a symlink: the file it names)
+                    target = os.path.realpath(path)
+                    fd, self.file = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".fastdec-tmp",
+                                                     dir=os.path.dirname(target))
+                    existed, self.stream = False, os.fdopen(fd, "ab")
+                else:
+                    existed = os.path.exists(path)  # a symlink to no file: the file open creates is ours
+                    self.stream = open(path, "ab")  # "wb" would empty it now
             except OSError as err:
-                raise CliError(f"cannot write output {self.file}: {err.strerror or err}") from None
+                raise CliError(f"cannot write output {path}: {err.strerror or err}"
+                               + (" (written beside it, then renamed over it)" if in_place else "")) from None
             self.owned, self.name = True, path
             self.started, self.created = False, not existed or in_place
-            self.replacing = path if in_place else None
+            self.replacing = target if in_place else None
 
     def _start(self) -> None:
         """Replace the old content: the first lines are ready, or the job is done."""
@@ -175,7 +186,14 @@ class LineWriter:
             try:
                 self._start()
                 if self.replacing is not None:
+                    self.stream.flush()
+                    os.fsync(self.stream.fileno())  # the input's only copy goes with the rename
                     self.stream.close()
+                    was = os.stat(self.replacing)
+                    try:
+                        os.chown(self.file, was.st_uid, was.st_gid)  # its owner, as writing it in place kept
+                    except PermissionError:
+                        pass
                     shutil.copymode(self.replacing, self.file)  # the input's permissions, not the umask's
                     os.replace(self.file, self.replacing)
                     self.replacing = None
@@ -196,7 +214,7 @@ class LineWriter:
         # Ended before any output (leave no empty file behind), or in place and unfinished (the input stays).
         if (not self.started and self.created) or self.replacing is not None:
             try:
-                os.unlink(self.file)
+                os.unlink(os.path.realpath(self.file))  # through a symlink: the file it created, not the link
             except OSError:
                 pass
 

@@ -88,7 +88,7 @@ class DecodeOptions:
         return strategies.describe(self)
 
 
-def checked_translator(spec: ModelSpec, loaded: tuple[ModelDir, Optional[ModelDir]], options: DecodeOptions
+def checked_translator(spec: ModelSpec, loaded: Optional[tuple[ModelDir, Optional[ModelDir]]], options: DecodeOptions
                        ) -> Translator:
     """spec's translator (loaded: its directories, already checked and their warnings
     reported) with `options` checked as translate checks them: a combination it refuses

@@ -6,7 +6,6 @@ import math
 import multiprocessing
 import signal
 import time
-import warnings
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
@@ -17,7 +16,7 @@ from pyfastdec.jobs.decode import translate_block
 from pyfastdec.jobs.errors import CliError
 from pyfastdec.jobs.interrupts import sigint_deferred
 from pyfastdec.jobs.lines import InputLines, Line
-from pyfastdec.jobs.options import DecodeOptions, ModelSpec
+from pyfastdec.jobs.options import DecodeOptions, ModelSpec, checked_translator
 
 
 # Worker processes (--workers): each builds its own Translator at its first shard (not in
@@ -73,17 +72,15 @@ def _stop_workers(executor: ProcessPoolExecutor) -> None:
 
 def _worker_translate(job: tuple[list[Line], DecodeOptions]):
     global _worker_translator
-    if _worker_translator is None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the parent already reported them once
-            _worker_translator = _worker_spec.build()
     lines, options = job
+    if _worker_translator is None:
+        _worker_translator = checked_translator(_worker_spec, None, options)  # a refused option: exit 2
     return translate_block(_worker_translator, lines, options)
 
 
 def results_in_one_process(translator: Translator, source: InputLines, options: DecodeOptions, interactive: bool):
     """Each block of `source` with its translate_block result, decoded here by `translator`
-    (built and its options checked before the output is opened: DecodeOptions.check)."""
+    (built and its options checked before the output is opened: options.checked_translator)."""
     size = 1 if interactive else (options.batch_size * 8 if source.total is not None else options.batch_size)
     for block in source.blocks(size):
         yield block, translate_block(translator, block, options)
