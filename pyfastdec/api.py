@@ -41,9 +41,9 @@ from pyfastdec.decoding.strategies import RULES_OWN, StrategyCall
 from pyfastdec.default_strategy import StrategyChoice, default_strategy
 from pyfastdec.drafter_check import check_drafter  # noqa: F401  (public here)
 from pyfastdec.hypotheses import Hyp, ScoredOutput, forced_scores, from_beam, join_units, merge_stats, score
+from pyfastdec.lanes import Lanes, check_inter_threads, lane_threads
 from pyfastdec.model_dir import ModelDir, ModelDirError
 from pyfastdec.repetition_guard import LoopCheck
-from pyfastdec.runtime import check_threads, default_threads
 from pyfastdec.sentence_units import LongInputWarning, Unit  # noqa: F401  (LongInputWarning: public here)
 from pyfastdec.text import WORD_START, Tokenizer, drop_invisible, load_tokenizer
 from pyfastdec.token_input import TEXT, as_kind
@@ -144,7 +144,11 @@ class Translator:
         (algo "gad" and "gad++"; default: the packaged drafter when model is also the
         default), or a little autoregressive model over the model's encoder (config.json
         encoder.shared; algo "bild" and "bild-lossy").
-    threads: intra-op threads per model (default: physical cores or FASTDEC_THREADS).
+    threads: intra-op threads per model (default: physical cores or FASTDEC_THREADS,
+        divided over inter_threads).
+    inter_threads: batches decoded at once, each by its own copy of the engines on its own
+        thread (CTranslate2's inter_threads; lanes.py): faster than more intra-op threads
+        for large jobs of many batches, at the memory of one more model per lane.
     compute_type: "int8" (runs an int8 directory's int8 weights; a float32 directory runs
         float32 with a warning) or "float32" (refused for an int8 directory).
     shortlist: use the directory's shortlist.bin if present (False: full vocabulary).
@@ -163,9 +167,10 @@ class Translator:
     def __init__(self, model: str | os.PathLike | ModelDir | None = None,
                  drafter: str | os.PathLike | ModelDir | None = None,
                  threads: int | None = None, compute_type: str = "int8", shortlist: bool = True,
-                 draft_policy: DraftLengthPolicy | None = None, device: str = "cpu"):
+                 draft_policy: DraftLengthPolicy | None = None, device: str = "cpu", inter_threads: int = 1):
         self.device = check_device(device)  # before the model loads: a bad name costs no load
-        self.threads = default_threads() if threads is None else check_threads(threads)
+        inter_threads = check_inter_threads(inter_threads, self.device, draft_policy)
+        self.threads = lane_threads(threads, inter_threads)
         self.model_dir, self.drafter_dir = load_checked(model, drafter, self._role, compute_type)
         self.verifier, self.drafter = model_backends(self.model_dir, self.drafter_dir, device, self.threads, shortlist)
         self.tokenizer = load_tokenizer(self.model_dir)
@@ -186,6 +191,7 @@ class Translator:
         self._heads_policy: SourceDraftLength | None = None
         # What translate() runs when no algo is given, and why (fastdec info prints it).
         self.strategy: StrategyChoice = default_strategy(self.model_dir, self.drafter_dir, self._role, strategies.names())
+        self._lanes = Lanes(self, inter_threads, shortlist)
 
     # ---- public
     def translate(self, texts, algo: str | None = None, beam_size: int = 1, batch_size: int = 32,
@@ -401,15 +407,14 @@ class Translator:
             if unit.keep is not None:
                 unit_hyps[u] = [Hyp([unit.keep])]
         order = [u for u in order if units[u].keep is None]
-        for start in range(0, len(order), opts.batch_size):
-            batch = [units[u] for u in order[start:start + opts.batch_size]]
-            hyps, part = self._decode_batch(batch, opts)
-            merge_stats(stats, part, [u.input for u in batch])
-            for u, h in zip(order[start:start + opts.batch_size], hyps):
+        batches = [order[start:start + opts.batch_size] for start in range(0, len(order), opts.batch_size)]
+        done = self._lanes.map(lambda lane, b: lane._decode_batch([units[u] for u in b], opts), batches)
+        for batch, (hyps, part) in zip(batches, done):
+            merge_stats(stats, part, [units[u].input for u in batch])
+            for u, h in zip(batch, hyps):
                 unit_hyps[u] = h
-        for backend in (self.verifier, self.drafter):
-            if backend is not None:  # a native engine frees the scratch a huge batch grew (others: a no-op)
-                backend.release_scratch()
+        for backend in self._lanes.backends():  # a native engine frees the scratch a huge batch grew
+            backend.release_scratch()
         per_input: list[list[list[Hyp]]] = [[] for _ in items]  # input -> units -> n-best
         for unit, h in zip(units, unit_hyps):
             if unit.source is not None:  # text now: what copied the source is the source's own text
@@ -553,8 +558,8 @@ class Corrector(Translator):
         return parts
 
     def __init__(self, model: str | os.PathLike | ModelDir | None = None, threads: int | None = None,
-                 compute_type: str = "int8", shortlist: bool = True, device: str = "cpu"):
-        super().__init__(model, None, threads, compute_type, shortlist, device=device)
+                 compute_type: str = "int8", shortlist: bool = True, device: str = "cpu", inter_threads: int = 1):
+        super().__init__(model, None, threads, compute_type, shortlist, device=device, inter_threads=inter_threads)
         # Copy-through reads source and output with one sentencepiece model; a model with
         # separate source and target vocabularies (tokenizer "marian") is decoded plainly.
         if isinstance(self.tokenizer, Tokenizer):
