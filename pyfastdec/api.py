@@ -269,7 +269,8 @@ class Translator:
             (alternatives.py).
         Returns one output per input; with n_best > 1 a list of up to n_best outputs per
         input, best first; with return_scores every output becomes (output, score). With
-        return_stats the result is (outputs, DecodeStats) summed over the batches.
+        return_stats the result is (outputs, DecodeStats) summed over the batches (its times
+        over the lanes too, with inter_threads > 1).
         Each text input is split into sentences, decoded one sentence per unit (units of
         all inputs batched together) and rejoined in order with single spaces; scores then
         cover all the input's tokens, and the k-th n-best string joins the k-th hypotheses

@@ -9,12 +9,16 @@ by whichever lane is free; results come back in batch order, so the output does 
 depend on which lane ran what (sampling seeds are per input, sentence_units.Unit.seed).
 The calling thread is lane 0: a Ctrl-C reaches it between engine calls, and the other
 lanes then stop after their current batch before the interrupt goes on.
+Unlike CTranslate2, whose translators on one device share the weights and also decode
+concurrent calls in parallel, each lane loads the weights again, and the lanes work in
+parallel within one call (calls from several threads take turns on the engine).
 Measured against intra-op threads in bench/README.md ("The same on an AVX2-only CPU").
 """
 from __future__ import annotations
 
 import copy
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -49,14 +53,21 @@ def lane_threads(threads, inter_threads: int) -> int:
 
 
 class Lanes:
-    """The owner (lane 0) and its copies; `map` runs a function over batches on them. The
-    copies are made at the first call with two batches or more: a translator that only
-    ever sees one batch at a time loads its model once, and a subclass's attributes set
-    after Translator.__init__ (Corrector's) are there to copy."""
+    """The owner (lane 0) and its copies; `map` runs a function over batches on them. A
+    copy is made at the first call with a batch for it: a translator that only ever sees
+    one batch at a time loads its model once, and a subclass's attributes set after
+    Translator.__init__ (Corrector's) are there to copy. The owner holds this object, so
+    it is held weakly here: a strong reference would keep every Translator in a cycle,
+    its engines freed only by the garbage collector."""
 
     def __init__(self, owner, count: int, shortlist: bool):
-        self.owner, self.count, self.shortlist = owner, count, shortlist
-        self.lanes = [owner]
+        self._owner = weakref.ref(owner)
+        self.count, self.shortlist = count, shortlist
+        self.copies: list = []
+
+    @property
+    def lanes(self) -> list:
+        return [self._owner(), *self.copies]
 
     def backends(self) -> list:
         return [b for lane in self.lanes for b in (lane.verifier, lane.drafter) if b is not None]
@@ -64,18 +75,21 @@ class Lanes:
     def map(self, fn: Callable[[object, B], R], batches: Sequence[B]) -> list[R]:
         """[fn(lane, batch) for each batch], in batch order, the batches shared out over
         the lanes as they come free. The first error (or interrupt) stops the other lanes
-        after their current batch and is raised here once they have."""
-        if self.count == 1 or len(batches) < 2:
-            return [fn(self.owner, b) for b in batches]
-        while len(self.lanes) < self.count:
-            self.lanes.append(_copy_of(self.owner, self.shortlist))
+        after their current batch and is raised here once they have: no lane outlives
+        the call (one still in the engine at interpreter exit would abort the process)."""
+        owner = self._owner()
+        want = min(self.count, len(batches))  # no more lanes than batches
+        if want < 2:
+            return [fn(owner, b) for b in batches]
+        while len(self.copies) < want - 1:
+            self.copies.append(_copy_of(owner, self.shortlist))
         results: list = [None] * len(batches)
         claim = iter(range(len(batches)))
         lock = threading.Lock()
         stop = threading.Event()
         errors: list[BaseException] = []
 
-        def run(lane) -> None:
+        def run(lane, done: threading.Event | None = None) -> None:
             try:
                 while not stop.is_set():
                     with lock:
@@ -86,17 +100,27 @@ class Lanes:
             except BaseException as err:  # noqa: BLE001  (re-raised by the calling thread)
                 stop.set()
                 errors.append(err)
+            finally:
+                if done is not None:
+                    done.set()
 
-        others = [threading.Thread(target=run, args=(lane,), name=f"fastdec-lane-{n}", daemon=True)
-                  for n, lane in enumerate(self.lanes[1:], 1)]
-        for thread in others:
-            thread.start()
+        done = [threading.Event() for _ in range(want - 1)]
+        others = [threading.Thread(target=run, args=(lane, ended), name=f"fastdec-lane-{n}", daemon=True)
+                  for n, (lane, ended) in enumerate(zip(self.copies[:want - 1], done), 1)]
         try:
-            run(self.lanes[0])
+            for thread in others:
+                thread.start()
+            run(owner)
         finally:
             stop.set()  # done or failed: the others end after the batch they hold
-            for thread in others:
-                thread.join()
+            for thread, ended in zip(others, done):
+                # Wait on the lane's own event, not join(): an interrupted join() marks the
+                # thread finished while it still runs. An interrupt here is raised after.
+                while thread.ident is not None and not ended.is_set():
+                    try:
+                        ended.wait()
+                    except KeyboardInterrupt as err:
+                        errors.insert(0, err)
         if errors:
             raise errors[0]
         return results

@@ -5,8 +5,12 @@ seeded samples), in input order; the lanes run at the same time; an error in one
 raised once the others stop; bad values are refused in one line."""
 from __future__ import annotations
 
+import gc
+import os
+import signal
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import pytest
@@ -132,3 +136,40 @@ def test_a_lane_made_after_the_first_call_learns_its_own_costs():
     assert t._heads_policy is not None and len(t._lanes.lanes) == 1
     t.translate(SOURCES, batch_size=4, algo="blockwise")
     assert len(t._lanes.lanes) == 2 and t._lanes.lanes[1]._heads_policy not in (None, t._heads_policy)
+
+
+def test_an_interrupt_waits_for_the_other_lanes():
+    """Ctrl-C while lane 0 waits for another lane's batch: the interrupt comes out once
+    that lane has finished; no lane outlives the call (one still in the engine when the
+    interpreter exits aborts the process)."""
+    t = Translator(MODELS / "en-de", threads=1, inter_threads=2)
+    real, release = Translator._decode_batch, threading.Event()
+
+    def held(self, units, opts):
+        if threading.current_thread() is not threading.main_thread():
+            release.wait(5)  # the other lane is still at work when the interrupt comes
+        return real(self, units, opts)
+
+    Translator._decode_batch = held
+    try:
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+        threading.Timer(0.6, release.set).start()
+        with pytest.raises(KeyboardInterrupt):
+            t.translate(SOURCES[:4], batch_size=2)
+        assert release.is_set()  # raised only after the other lane was let go
+        assert not [th for th in threading.enumerate() if th.name.startswith("fastdec-lane")]
+    finally:
+        Translator._decode_batch = real
+
+
+def test_a_translator_is_freed_by_del_and_makes_no_more_copies_than_batches():
+    t = Translator(MODELS / "en-de", threads=1, inter_threads=3)
+    t.translate(SOURCES[:8], batch_size=4)  # two batches: one copy is enough
+    assert len(t._lanes.lanes) == 2
+    gone = weakref.ref(t)
+    gc.disable()  # freed by reference counting, not left to the cycle collector
+    try:
+        del t
+        assert gone() is None
+    finally:
+        gc.enable()

@@ -45,6 +45,8 @@ class DecodeStats:
     drafter_s: wall time in the drafter's `draft` and `select`.
     verifier_s: wall time in the verifier's `start`, `step`, `truncate`, `select`.
     total_s: wall time of the whole call; python_s is what the backends did not spend.
+        Summed over batches: with Translator(inter_threads=N) the times are lane-seconds,
+        up to N times the call's wall time.
     loops_reverted: Corrector: outputs that looped and came back as their sources
         (pyfastdec/repetition_guard.py).
     """
