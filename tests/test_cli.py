@@ -59,6 +59,19 @@ def run_cli(args: list[str], tmp_path: Path, stdin: bytes = b"", **kw) -> subpro
                           cwd=tmp_path, env=env, timeout=120, **kw)
 
 
+def interrupt_the_second_block(patch) -> None:
+    """Ctrl-C after the first block: workers.translate_block raises KeyboardInterrupt at its second call."""
+    real, calls = workers.translate_block, []
+
+    def interrupted(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    patch.setattr(workers, "translate_block", interrupted)
+
+
 # ----------------------------------------------------------------------------- in process
 @pytest.mark.parametrize("algo", ["greedy", "gad", "iad"])
 def test_file_to_file_one_line_per_line(models, translator, tmp_path, capsys, algo):
@@ -123,16 +136,8 @@ def test_in_place_output_keeps_the_input_whole_until_the_job_is_done(models, tra
     lines = sentences(20, seed=27)
     f = write_lines(tmp_path / "f.txt", lines)
     f.chmod(0o640)
-    real, calls = workers.translate_block, []
-
-    def interrupted(*args):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(*args)
-
     with monkeypatch.context() as patch:
-        patch.setattr(workers, "translate_block", interrupted)
+        interrupt_the_second_block(patch)
         assert cli.main(["translate", *model_args(models), "--batch-size", "1", "-i", str(f), "-o", str(f)]) == 130
     assert f.read_text(encoding="utf-8") == "".join(line + "\n" for line in lines)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]
@@ -160,15 +165,7 @@ def test_invalid_utf8_on_stdin_keeps_the_whole_lines_before_it(models, translato
 
 def test_interrupt_exits_130_after_whole_lines(models, tmp_path, capsys, monkeypatch):
     src = write_lines(tmp_path / "in.txt", sentences(20, seed=22))
-    real, calls = workers.translate_block, []
-
-    def interrupted(*args):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(*args)
-
-    monkeypatch.setattr(workers, "translate_block", interrupted)
+    interrupt_the_second_block(monkeypatch)
     assert cli.main(["translate", *model_args(models), "--batch-size", "1", "-i", str(src)]) == 130
     out, err = capsys.readouterr()
     assert out.count("\n") == 8 and out.endswith("\n")  # the first block of 8 lines, nothing after it
