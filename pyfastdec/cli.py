@@ -117,6 +117,11 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def edit_margin(text: str) -> float:
+    """--edit-margin: nats >= 0, or inf (never edit), as Corrector takes it."""
+    return math.inf if text.strip().lower() in ("inf", "+inf", "infinity") else non_negative_float(text)
+
+
 def non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -306,9 +311,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Correct text line by line, sentence by sentence, with a correction model "
                                    "(default: the packaged uk-gec), decoding with IAD (output identical to greedy).")
     _add_model_args(p, "correct", drafter=False)
-    p.add_argument("--edit-margin", type=non_negative_float, metavar="M",
+    p.add_argument("--edit-margin", type=edit_margin, metavar="M",
                    help="keep the source token unless the model's best edit beats it by M nats (higher: fewer, "
-                        "surer edits; 0: plain greedy; default: the model's own, config.json decoding.edit_margin)")
+                        "surer edits; 0: plain greedy; inf: never edit; default: the model's own, config.json "
+                        "decoding.edit_margin)")
     p.add_argument("--no-repetition-guard", action="store_true",
                    help="keep corrections that loop: that repeat a word, piece or punctuation n-gram (n <= 3) "
                         "3+ times in a row, more often than the sentence does (by default such a correction is "

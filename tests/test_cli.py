@@ -297,6 +297,20 @@ def test_correct_runs_iad(models, translator, tmp_path, capsys):
     assert out == expected(translator, LINES) and "lines/s" in err
 
 
+def test_correct_with_an_infinite_edit_margin_never_edits(models, tmp_path, capsys):
+    """--edit-margin inf keeps every source token, as Corrector(edit_margin=inf) does: the
+    output is the input, as written; nan and negative margins are refused."""
+    lines = [line for line in LINES if line]
+    src = write_lines(tmp_path / "in.txt", lines)
+    assert cli.main(["correct", "-m", str(models["verifier"]), "--threads", "1", "--compute-type", "float32",
+                     "-i", str(src), "--edit-margin", "inf"]) == 0
+    assert capsys.readouterr().out == "".join(line + "\n" for line in lines)
+    for bad in ("nan", "-1", "x"):
+        with pytest.raises(SystemExit) as refused:
+            cli.main(["correct", "-m", str(models["verifier"]), "-i", str(src), "--edit-margin", bad])
+        assert refused.value.code == 2 and "--edit-margin: expected a" in capsys.readouterr().err
+
+
 def test_progress_bar_on_request(models, tmp_path, capsys):
     src = write_lines(tmp_path / "in.txt", LINES)
     assert cli.main(["translate", *model_args(models), "-i", str(src), "--progress"]) == 0
