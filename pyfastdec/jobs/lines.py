@@ -157,7 +157,7 @@ class LineWriter:
                 raise CliError(f"cannot write output {path}: {err.strerror or err}"
                                + (" (written beside it, then renamed over it)" if in_place else "")) from None
             self.owned, self.name = True, path
-            self.started, self.created = False, not existed or in_place
+            self.started, self.created = False, not existed  # in place: existed is False, the temporary is ours
             self.replacing = target if in_place else None
 
     def _start(self) -> None:
