@@ -194,6 +194,11 @@ class Translator:
         self._lanes = Lanes(self, inter_threads, shortlist)
 
     # ---- public
+    @property
+    def inter_threads(self) -> int:
+        """Batches decoded at once (the constructor's inter_threads)."""
+        return self._lanes.count
+
     def translate(self, texts, algo: str | None = None, beam_size: int = 1, batch_size: int = 32,
                   n_best: int = 1, return_scores: bool = False, return_stats: bool = False,
                   block: int | None = None, beta: int = 1, tau: float = 0.0, *,

@@ -36,17 +36,14 @@ try:
         import warnings
         from typing import Optional
 
-        import numpy as np
-
         from pyfastdec._version import __version__
-        from pyfastdec.api import ALGOS, DEFAULT_MODELS, LongInputWarning, load_checked, packaged_model_path
+        from pyfastdec.api import ALGOS, DEFAULT_MODELS, load_checked, packaged_model_path
         from pyfastdec.backends.devices import DEVICES
         from pyfastdec.decoding import DecodeStats
         from pyfastdec.decoding.beam import RULES as BEAM_RULES
         from pyfastdec.hypotheses import merge_stats
         from pyfastdec.decoding.limits import DEFAULT_MAX_LENGTH_FACTOR, MAX_LENGTH_CONSTANT
         from pyfastdec.default_strategy import StrategyChoice, default_strategy
-        from pyfastdec.jobs.decode import long_input_note
         from pyfastdec.jobs.interrupts import Terminated, raise_terminated
         from pyfastdec.jobs.lines import InputLines, LineWriter, print_out, stdout_to_devnull
         from pyfastdec.jobs.options import DecodeOptions, ModelSpec, checked_translator
@@ -99,12 +96,16 @@ def bounded_int(maximum: int, why: str):
     return parse
 
 
-def thread_count(text: str) -> int:
+def thread_count(text: str, what: str = "--threads") -> int:
     value = positive_int(text)
     try:
-        return check_threads(value, "--threads")
+        return check_threads(value, what)
     except ValueError as e:
         raise argparse.ArgumentTypeError(f"{text}: " + str(e).split(": ", 1)[1]) from None
+
+
+def lane_count(text: str) -> int:
+    return thread_count(text, "--inter-threads")
 
 
 def non_negative_float(text: str) -> float:
@@ -173,8 +174,13 @@ def _add_model_args(p: argparse.ArgumentParser, role: str, drafter: bool) -> Non
                        help="GAD drafter directory (arch nat-drafter, same vocabulary as the model; default with "
                             "no -m: the packaged drafter, if installed)")
     p.add_argument("--threads", type=thread_count, metavar="N",
-                   help="intra-op threads per process (default: physical cores divided by --workers, "
-                        "or FASTDEC_THREADS)")
+                   help="intra-op threads per process, or per --inter-threads copy (default: physical cores, "
+                        "or FASTDEC_THREADS, divided by --workers and --inter-threads)")
+    p.add_argument("--inter-threads", type=lane_count, default=1, metavar="N",
+                   help="batches decoded at once in this process, each by its own copy of the model on its own "
+                        "thread, as CTranslate2's inter_threads (default 1): on several cores usually faster than "
+                        "as many more --threads at --batch-size 16 and up; memory grows by a model per copy. "
+                        "Each block of input lines is --batch-size x 8 lines (x N from a pipe)")
     p.add_argument("--compute-type", choices=("int8", "float32"), default="int8",
                    help="int8 (default; a float32 model runs float32 with a warning) or float32 "
                         "(refused for an int8 model directory)")
@@ -374,10 +380,17 @@ def model_spec(args) -> ModelSpec:
     workers = getattr(args, "workers", None) or 1
     if threads is None and getattr(args, "ray", None) is not None:
         threads = 1  # an actor asks Ray for --threads CPUs; Ray scales by actors
-    elif threads is None and workers > 1:
-        threads = max(1, default_threads() // workers)
+    inter = args.inter_threads
+    if inter > 1 and getattr(args, "ray", None) is not None:
+        raise CliError("--inter-threads with --ray: a Ray actor decodes one batch at a time; scale with --workers "
+                       "(actors) instead", EXIT_BAD_INPUT)
+    if inter > 1 and getattr(args, "device", "cpu") != "cpu":
+        raise CliError(f"--inter-threads {inter} with --device {args.device}: the GPU model runs one batch at a "
+                       f"time; leave out --inter-threads", EXIT_BAD_INPUT)
+    if threads is None and workers * inter > 1:
+        threads = max(1, default_threads() // (workers * inter))
     return ModelSpec(args.role, args.model, getattr(args, "drafter", None), threads, args.compute_type,
-                     not args.no_shortlist, getattr(args, "device", "cpu"))
+                     not args.no_shortlist, getattr(args, "device", "cpu"), inter)
 
 
 def decode_options(args, default: StrategyChoice) -> DecodeOptions:
@@ -497,42 +510,9 @@ def run_info(args) -> int:
 
 
 def run_bench(args) -> int:
-    source = InputLines(args.input)
-    lines = [line for line in source.all() if line.text.strip()]
-    texts = [line.text for line in lines]
-    if not texts:
-        raise CliError(f"{args.input}: no non-empty lines to decode")
-    spec = model_spec(args)
-    translator = spec.build()
-    options = decode_options(args, translator.strategy)
-    kwargs = dict(options.kwargs(), return_scores=False, n_best=1)
-    print_out(f"{PROG} bench: {translator.model_dir.path}"
-              + (f" + drafter {translator.drafter_dir.path}" if translator.drafter_dir else "")
-              + f"; {options.describe()}; threads {translator.threads}; compute type {spec.compute_type}; "
-              f"shortlist {'on' if spec.shortlist else 'off'}; {len(texts)} sentences from {args.input}")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", LongInputWarning)  # the throughput run names their lines below
-        translator.translate(texts[:1], **dict(kwargs, batch_size=1))  # warm-up: page in weights, grow buffers
-        latency = []
-        for text in texts[:args.latency_sentences]:
-            start = time.perf_counter()
-            translator.translate([text], **dict(kwargs, batch_size=1))
-            latency.append((time.perf_counter() - start) * 1000)
-    p50, p90 = np.percentile(latency, [50, 90])
-    print_out(f"latency, batch 1 ({len(latency)} sentences): p50 {p50:.2f} ms, p90 {p90:.2f} ms, "
-              f"mean {np.mean(latency):.2f} ms")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", LongInputWarning)
-        start = time.perf_counter()
-        _, stats = translator.translate(texts, **kwargs)
-        seconds = max(time.perf_counter() - start, 1e-9)
-    for w in caught:  # by file line: the API's input index skips the empty lines
-        warn(long_input_note(w.message, lines) if isinstance(w.message, LongInputWarning) else str(w.message))
-    print_out(f"throughput, batch {options.batch_size} ({len(texts)} sentences): {len(texts) / seconds:.1f} "
-              f"sentences/s, {stats.generated / seconds:.1f} tokens/s, mean accepted tokens per iteration "
-              f"{stats.mean_accepted:.2f}")
-    return 0
+    from pyfastdec.jobs.bench_command import run_bench as bench
 
+    return bench(args, model_spec(args), lambda translator: decode_options(args, translator.strategy))
 
 
 def main(argv: Optional[list[str]] = None) -> int:

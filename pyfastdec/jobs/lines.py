@@ -9,7 +9,6 @@ import stat
 import tempfile
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import BinaryIO, Iterator, Optional
 
 from pyfastdec.jobs.errors import EXIT_BAD_INPUT, CliError

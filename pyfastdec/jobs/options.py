@@ -23,14 +23,17 @@ class ModelSpec:
     compute_type: str
     shortlist: bool
     device: str = "cpu"  # "cuda": the GPU model (backends/devices.py)
+    inter_threads: int = 1  # batches decoded at once by copies of the engines (lanes.py)
 
     def build(self, loaded: Optional[tuple[ModelDir, Optional[ModelDir]]] = None) -> Translator:
         """loaded: the directories of this spec as load_checked gave them (model, drafter),
         so that a process that checked them does not read and hash them again."""
         model, drafter = loaded if loaded is not None else (self.model, self.drafter)
         if self.role == "correct":
-            return Corrector(model, self.threads, self.compute_type, self.shortlist, device=self.device)
-        return Translator(model, drafter, self.threads, self.compute_type, self.shortlist, device=self.device)
+            return Corrector(model, self.threads, self.compute_type, self.shortlist, device=self.device,
+                             inter_threads=self.inter_threads)
+        return Translator(model, drafter, self.threads, self.compute_type, self.shortlist, device=self.device,
+                          inter_threads=self.inter_threads)
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,10 @@ def _worker_translate(job: tuple[list[Line], DecodeOptions]):
 def results_in_one_process(translator: Translator, source: InputLines, options: DecodeOptions, interactive: bool):
     """Each block of `source` with its translate_block result, decoded here by `translator`
     (built and its options checked before the output is opened: options.checked_translator)."""
-    size = 1 if interactive else (options.batch_size * 8 if source.total is not None else options.batch_size)
+    # A file: blocks of 8 batches (sorted by length within a block). A pipe: a batch per
+    # lane, so that output flows and every lane has a batch.
+    lanes = translator.inter_threads
+    size = 1 if interactive else options.batch_size * (max(8, lanes) if source.total is not None else lanes)
     for block in source.blocks(size):
         yield block, translate_block(translator, block, options)
 
