@@ -157,6 +157,32 @@ def pyfastdec_jobs(plan: Plan, model: str, dirs: dict, shortlist: bool, drafter:
     return jobs
 
 
+# pyfastdec rows beside CTranslate2's inter_threads at batch 32 (lossless strategies; the
+# models' default ones).
+INTER_STRATEGIES = ("greedy", "blockwise", "iad")
+
+
+def inter_jobs(plan: Plan, jobs: list[Job]) -> list[Job]:
+    """For each pyfastdec job of INTER_STRATEGIES at more than one thread, its batch-32
+    workload again as CTranslate2 runs it with inter_threads: each batch cut into one
+    sub-batch per thread, decoded at once by engines of one thread each (systems.py
+    `inter`, as Translator(inter_threads=) decodes). Not under --quick."""
+    if plan.quick:
+        return []
+    out = []
+    for job in jobs:
+        if job.system != "pyfastdec" or job.strategy not in INTER_STRATEGIES or job.threads < 2 \
+                or job.sweep or f"b{THROUGHPUT_BATCH}" not in job.serves:
+            continue
+        name = f"b{THROUGHPUT_BATCH}"
+        spec = dict(job.spec, threads=1, inter=job.threads,
+                    workloads=[w for w in job.spec["workloads"] if w["name"] == name])
+        out.append(Job(job.system, job.model, job.precision, job.strategy, job.threads,
+                       f"threads=1 inter={job.threads}", job.dataset, {name: job.serves[name]}, spec, dict(job.env),
+                       shortlist=job.shortlist, fields=dict(job.fields)))
+    return out
+
+
 def gad_shared_jobs(plan: Plan, model: str, path, shortlist: bool, drafter: str) -> list[Job]:
     """GAD with a shared-encoder drafter on the verifier `path` (int8: the drafter reads
     the encoder of exactly that directory), with its shortlist when it has one (the

@@ -146,10 +146,18 @@ def add_decoder_loop(rows: list[dict]) -> None:
         r["accepted_share"] = _stat_median(r, lambda p: p["accepted"] / p["drafted"] if p.get("drafted") else 0.0)
         r["encoder_share"] = _stat_median(r, lambda p: p["encoder_s"] / p["total_s"])
     for r in rows:
-        greedy = _find(rows, system=r["system"], model=r["model"], precision=r["precision"],
-                       shortlist=r["shortlist"], strategy="greedy", workload=r["workload"])
+        greedy = _greedy_of(rows, r)
         r["decoder_vs_greedy"] = greedy["decoder_s"] / r["decoder_s"] \
             if greedy and greedy["decoder_s"] and r["decoder_s"] else None
+
+
+def _greedy_of(rows: list[dict], r: dict) -> dict | None:
+    """Greedy of r's system, model, precision and shortlist on r's workload: at r's own
+    setting when one ran (an inter_threads row against greedy with inter_threads), else
+    the first."""
+    same = dict(system=r["system"], model=r["model"], precision=r["precision"], shortlist=r["shortlist"],
+                strategy="greedy", workload=r["workload"])
+    return _find(rows, **same, setting=r["setting"]) or _find(rows, **same)
 
 
 def speed(r: dict) -> float:
@@ -171,8 +179,7 @@ def add_ratios(rows: list[dict]) -> None:
         ct2 = _find(rows, **ct2_of, model=r["model"]) or _find(rows, **ct2_of, model=CT2_STUDENT_MODEL)
         r["vs_ct2_int8_greedy"] = speed(r) / speed(ct2) if ct2 else None
         r["vs_ct2_model"] = ct2["model"] if ct2 else None
-        greedy = _find(rows, system=r["system"], model=r["model"], precision=r["precision"],
-                       shortlist=r["shortlist"], strategy="greedy", workload=r["workload"])
+        greedy = _greedy_of(rows, r)
         r["vs_greedy"] = speed(r) / speed(greedy) if greedy else None
 
 

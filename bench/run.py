@@ -387,6 +387,8 @@ def main(argv=None) -> dict:
             runner.skip("pyfastdec uk-gec with shortlist", f"no shortlist.bin in {p['path']}")
         jobs += planning.gec_jobs(plan, p["dirs"], p["shortlist"])
 
+    jobs += planning.inter_jobs(plan, jobs)
+
     # ---- peers on en-de-attn's float32 weights
     ct2_settings = {}
     if "en-de-attn" in prepared:

@@ -73,7 +73,36 @@ def _strategy_runner(backend, spec, drafter=None, info=None) -> Runner:
     return runner
 
 
+def _lanes_runner(spec) -> Runner:
+    """pyfastdec as CTranslate2 runs with inter_threads=N (load_ct2): each batch cut into
+    N contiguous sub-batches, decoded at once, each by engines of its own (spec["threads"]
+    each) on a thread of its own, as Translator(inter_threads=N) decodes its batches
+    (pyfastdec/lanes.py: the engines release the GIL). Counts are summed over the lanes;
+    their seconds overlap, so these rows report no decoder-loop split."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    inter = spec["inter"]
+    lanes = [load_pyfastdec(dict(spec, inter=1)) for _ in range(inter)]
+    pool = ThreadPoolExecutor(inter, thread_name_prefix="lane")
+    runner = Runner(decode=None, info=dict(lanes[0].info, inter_threads=inter))
+
+    def decode(batch):
+        size = max(1, -(-len(batch) // inter))
+        parts = [batch[i:i + size] for i in range(0, len(batch), size)]
+        outs = list(pool.map(lambda lane_part: lane_part[0].decode(lane_part[1]), zip(lanes, parts)))
+        for lane in lanes:
+            for name, value in lane.counters.items():
+                if not name.endswith("_s"):
+                    runner.counters[name] = runner.counters.get(name, 0) + value
+            lane.counters.clear()
+        return [out for part in outs for out in part]
+    runner.decode = decode
+    return runner
+
+
 def load_pyfastdec(spec) -> Runner:
+    if spec.get("inter", 1) > 1:
+        return _lanes_runner(spec)
     import pyfastdec
     from pyfastdec.backends.native import NativeBackend
 
