@@ -11,7 +11,9 @@ at 1 thread. With more threads only what the headline comparisons need, so a ful
 fits its 30 minutes on 2 cores; `--quick` trims further to stay within 3 minutes;
 `every_config` runs the whole matrix at every thread count. `strategies` and
 `precisions` (bench.run --strategies / --precisions) keep only the rows named, e.g.
-greedy and blockwise at int8 for the heads models' rows beside CTranslate2's.
+greedy and blockwise at int8 for the heads models' rows beside CTranslate2's. At more
+than one thread, greedy, blockwise and IAD at batch 32 also run as CTranslate2's
+inter_threads does (`inter_jobs`: setting `threads=1 inter=N`).
 
 Models with proposal heads (issue 11) run greedy, `blockwise` (the cost policy users
 get) and `blockwise-all` (all K proposals verified every iteration), at their own
