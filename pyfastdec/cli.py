@@ -29,32 +29,38 @@ try:
         if _held is None and hasattr(signal, "pthread_sigmask") and \
                 threading.current_thread() is threading.main_thread():
             _held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        import argparse
-        import math
-        import os
-        import time
         import warnings
-        from typing import Optional
 
-        from pyfastdec._version import __version__
-        from pyfastdec.api import ALGOS, DEFAULT_MODELS, load_checked, packaged_model_path
-        from pyfastdec.backends.devices import DEVICES
-        from pyfastdec.decoding import DecodeStats
-        from pyfastdec.decoding.beam import RULES as BEAM_RULES
-        from pyfastdec.hypotheses import merge_stats
-        from pyfastdec.decoding.limits import DEFAULT_MAX_LENGTH_FACTOR, MAX_LENGTH_CONSTANT
-        from pyfastdec.default_strategy import StrategyChoice, default_strategy
-        from pyfastdec.jobs.interrupts import Terminated, raise_terminated
-        from pyfastdec.jobs.lines import InputLines, LineWriter, print_out, stdout_to_devnull
-        from pyfastdec.jobs.options import DecodeOptions, ModelSpec, checked_translator
-        from pyfastdec.jobs.progress import Progress, print_stats
-        from pyfastdec.jobs.workers import results_in_one_process, results_in_workers
-        from pyfastdec.model_dir import ModelDir, ModelDirError
-        from pyfastdec.model_dir.model_files import ReadOnce
-        from pyfastdec.model_summary import default_model_line, model_summary, strategy_line
-        from pyfastdec.runtime import check_threads, check_workers, cpu_info, default_threads
-        from pyfastdec.size_limits import (ENGINE_MAX_TOPK, MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK,
-                                           MAX_N_BEST, MAX_WORKERS)
+        # A warning while the engine loads (FASTDEC_ISA above this CPU) is one line of the
+        # command's own, not Python's two with a source line.
+        with warnings.catch_warnings(record=True) as _import_warnings:
+            import argparse
+            import math
+            import os
+            import time
+            from typing import Optional
+
+            from pyfastdec._version import __version__
+            from pyfastdec.api import ALGOS, DEFAULT_MODELS, load_checked, packaged_model_path
+            from pyfastdec.backends.devices import DEVICES
+            from pyfastdec.decoding import DecodeStats
+            from pyfastdec.decoding.beam import RULES as BEAM_RULES
+            from pyfastdec.hypotheses import merge_stats
+            from pyfastdec.decoding.limits import DEFAULT_MAX_LENGTH_FACTOR, MAX_LENGTH_CONSTANT
+            from pyfastdec.default_strategy import StrategyChoice, default_strategy
+            from pyfastdec.jobs.interrupts import Terminated, raise_terminated
+            from pyfastdec.jobs.lines import InputLines, LineWriter, print_out, stdout_to_devnull
+            from pyfastdec.jobs.options import DecodeOptions, ModelSpec, checked_translator
+            from pyfastdec.jobs.progress import Progress, print_stats
+            from pyfastdec.jobs.workers import results_in_one_process, results_in_workers
+            from pyfastdec.model_dir import ModelDir, ModelDirError
+            from pyfastdec.model_dir.model_files import ReadOnce
+            from pyfastdec.model_summary import default_model_line, model_summary, strategy_line
+            from pyfastdec.runtime import check_threads, check_workers, cpu_info, default_threads
+            from pyfastdec.size_limits import (ENGINE_MAX_TOPK, MAX_BATCH_SIZE, MAX_BEAM_SIZE, MAX_BETA, MAX_BLOCK,
+                                               MAX_N_BEST, MAX_WORKERS)
+        for _w in _import_warnings:
+            warn(str(_w.message))
     finally:
         if _held is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, _held)  # a Ctrl-C meanwhile is raised here

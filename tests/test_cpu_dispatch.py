@@ -79,6 +79,22 @@ def test_fastdec_isa_never_goes_above_the_cpu():
     assert any("above what this CPU supports" in w for w in out["warnings"])
 
 
+def test_the_command_says_fastdec_isa_above_the_cpu_in_one_line():
+    """fastdec prints the warning as its own one line (fastdec: warning: ...), not as
+    Python's RuntimeWarning with a file name and a source line, and goes on."""
+    order = ["scalar", "avx2", "avx512", "vnni", "amx"]
+    detected = pyfastdec.cpu_info()["detected"]
+    if detected == "amx":
+        pytest.skip("this CPU has every ISA pyfastdec knows")
+    above = order[order.index(detected) + 1]
+    proc = subprocess.run([sys.executable, "-m", "pyfastdec.cli", "info"], env=child_env(FASTDEC_ISA=above),
+                          capture_output=True, text=True, cwd=NEUTRAL_CWD, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [f"fastdec: warning: FASTDEC_ISA={above} is above what this CPU supports; "
+                                        f"using {detected}"]
+    assert f"chosen {detected} (forced by FASTDEC_ISA={above})" in proc.stdout
+
+
 def test_fastdec_isa_amx_emulated_runs_on_any_cpu():
     """The AMX table on emulated tiles (tests only): chosen on any CPU, without the
     above-the-CPU warning, and the int8 product is every other path's."""
