@@ -148,6 +148,10 @@ DESCRIPTIONS = {
                      "distilled from teacher-en-de-general: meant for ordinary text; its scores: python -m "
                      "export.general_report",
 }
+# config.json "task" of each model built that translates or corrects on its own (drafters
+# have none): `fastdec correct` refuses a translation model.
+TASKS = {"en-de": "translation", "en-de-attn": "translation", BIG: "translation", "en-de-general": "translation",
+         "uk-gec": "correction", "uk-gec-base": "correction"}
 # uk-gec-base: its two recipes, and where the model goes (not models/: ~37 MB).
 GEC_BASE, GEC_BASE_SYNTH = "uk-gec-base", "uk-gec-base-synth"
 
@@ -455,7 +459,7 @@ class Builder:
     def build(self, name: str) -> Path:
         out = self._build(name)
         if name in DESCRIPTIONS:
-            describe(out, DESCRIPTIONS[name])
+            describe(out, DESCRIPTIONS[name], TASKS.get(name))
         return out
 
     def _build(self, name: str) -> Path:
@@ -473,11 +477,14 @@ class Builder:
         return self.student(name)
 
 
-def describe(model_dir: Path, text: str) -> None:
-    """config.json "description" set to `text` and the checksums recorded again (only
-    config.json changes; no digest other models record covers the field)."""
-    if json.loads((model_dir / "config.json").read_text()).get("description") != text:
-        rehash(model_dir, {"description": text})
+def describe(model_dir: Path, text: str, task: str | None = None) -> None:
+    """config.json "description" set to `text` (and "task" to `task`, when given) and the
+    checksums recorded again (only config.json changes; no digest other models record
+    covers these fields)."""
+    fields = {"description": text, **({"task": task} if task else {})}
+    config = json.loads((model_dir / "config.json").read_text())
+    if any(config.get(k) != v for k, v in fields.items()):
+        rehash(model_dir, fields)
 
 
 def set_aside(*paths: Path) -> None:

@@ -129,6 +129,10 @@ def load_checked(model: str | os.PathLike | ModelDir | None, drafter: str | os.P
     if model_dir.config.encoder_shared is not None:
         raise ModelDirError(f"{model_dir.path}/config.json: encoder.shared: this model has no encoder of its own "
                             f"(a BiLD little model): pass it as the drafter, next to the model whose encoder it reads")
+    if role == "correct" and model_dir.config.task == "translation":
+        raise ModelDirError(f"{model_dir.path / 'config.json'}: task: \"translation\": correcting needs a correction "
+                            f"model (task \"correction\", e.g. the packaged {DEFAULT_MODELS['correct']}); translate "
+                            f"with this one (fastdec translate, Translator)")
     if drafter_dir is not None:
         check_drafter(model_dir, drafter_dir)
     return model_dir, drafter_dir

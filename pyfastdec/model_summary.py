@@ -40,6 +40,9 @@ def model_summary(path: str | ModelDir) -> list[str]:
         lines.append(f"  block_size: {c.block_size}")
     if c.edit_margin:
         lines.append(f"  edit margin: {c.edit_margin:g} nats (correct's default; config.json decoding.edit_margin)")
+    if c.task:
+        lines.append(f"  task: {c.task} (" + ("fastdec translate" if c.task == "translation"
+                                              else "fastdec correct, or fastdec translate") + ")")
     if c.description:
         lines.append(f"  description: {c.description}")
     return lines

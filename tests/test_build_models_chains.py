@@ -184,7 +184,7 @@ def test_builds_the_general_student_end_to_end(tmp_path, monkeypatch):
     model = NativeBackend(student, threads=1)
     config = model.model_dir.config
     assert config.quantization.weights == "int8" and config.heads.count == 2
-    assert config.description == build_models.DESCRIPTIONS["en-de-general"]
+    assert config.description == build_models.DESCRIPTIONS["en-de-general"] and config.task == "translation"
     assert [layer.heads for layer in config.encoder_layers] == [1]  # pruned from the tiny recipe's 2
     src = [[5, 6, 7, 8, 3], [9, 10, 3]]
     assert blockwise(model, src, policy=None)[0] == greedy(model, src)[0]

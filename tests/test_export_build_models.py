@@ -8,7 +8,7 @@ import struct
 import torch
 
 from export import train_shared
-from export.build_models import DESCRIPTIONS, LITTLE_SHAPE, Builder, choose_checkpoint
+from export.build_models import DESCRIPTIONS, LITTLE_SHAPE, TASKS, Builder, choose_checkpoint
 from export.rehash import rehash
 from pyfastdec.backends.native import NativeBackend
 from pyfastdec.decoding import blockwise, gad, greedy
@@ -57,7 +57,8 @@ def test_builds_the_en_de_family(corpus, tmp_path):  # noqa: F811
     assert not list(models.glob("*.tmp"))
     # each described (config.json "description", checksums recorded again: the heads' verifier unchanged)
     for name, path in (("en-de", student), ("en-de-drafter", drafter)):
-        assert NativeBackend(path, threads=1).model_dir.config.description == DESCRIPTIONS[name]
+        config = NativeBackend(path, threads=1).model_dir.config
+        assert (config.description, config.task) == (DESCRIPTIONS[name], TASKS.get(name))
     # the built pair works together: GAD gives the student's greedy output
     verifier, draft = NativeBackend(student, threads=1), NativeBackend(drafter, threads=1)
     src = [[5, 6, 7, 8, 3], [9, 10, 3]]

@@ -20,7 +20,7 @@ from pyfastdec.model_dir.config_schema import (ACTIVATIONS, ARCHS, CONFIG_FIELDS
                                                MIN_ACTIVATION_SCALE, MIN_LAYER_NORM_EPS, MIN_SOURCE_LEN, NORMS,
                                                OPTIONAL_TOKENS, POSITIONS, QUANT_ACTIVATIONS,
                                                QUANT_DYNAMIC_ACTIVATIONS, QUANT_EMBEDDING, QUANT_WEIGHT_SCALE,
-                                               QUANT_WEIGHTS, TOKEN_NAMES, LayerShape, ModelConfig, ProposalHeads,
+                                               QUANT_WEIGHTS, TASKS, TOKEN_NAMES, LayerShape, ModelConfig, ProposalHeads,
                                                Quantization, is_edit_margin)
 from pyfastdec.model_dir.errors import ModelDirError, read_bytes, show as _show
 from pyfastdec.model_dir.layout import CONFIG_FILE, SHORTLIST_FILE, TOKENIZERS
@@ -313,7 +313,7 @@ def parse_config(obj: Any, where: str = CONFIG_FILE) -> ModelConfig:
                          layer_norm_eps=layer_norm_eps, positions=positions, suppress=suppress, tokenizer=tokenizer,
                          edit_margin=edit_margin, encoder_shared=encoder_shared,
                          bild=_parse_bild(r, obj, arch, encoder_shared is not None),
-                         description=_parse_description(r, obj))
+                         description=_parse_description(r, obj), task=_parse_task(r, obj))
     if quant_value is not None:
         # Which linears need an activation scale depends on the shapes parsed above.
         config = dataclasses.replace(config, quantization=_parse_quantization(r, quant_value, quantized_linears(config)))
@@ -332,6 +332,13 @@ def _parse_description(r: _ConfigReader, obj: dict) -> Optional[str]:
     value = obj.get("description")
     if value is not None and (not isinstance(value, str) or not value.strip() or "\n" in value):
         raise r.fail("description", f"{_show(value)} (expected one non-empty line of text)")
+    return value
+
+
+def _parse_task(r: _ConfigReader, obj: dict) -> Optional[str]:
+    value = obj.get("task")
+    if value is not None and value not in TASKS:
+        raise r.fail("task", f"{_show(value)} (expected {' or '.join(map(json.dumps, TASKS))})")
     return value
 
 

@@ -28,7 +28,8 @@ MIN_SOURCE_LEN = 2  # max_source_len counts EOS: a shorter one holds no source t
 
 CONFIG_FIELDS = ("format", "version", "arch", "d_model", "head_dim", "vocab_size", "norm", "activation",
                  "encoder", "decoder", "tokens", "max_source_len", "block_size", "quantization", "heads",
-                 "layer_norm_eps", "positions", "suppress", "tokenizer", "decoding", "checksum", "description")
+                 "layer_norm_eps", "positions", "suppress", "tokenizer", "decoding", "checksum", "description",
+                 "task")
 QUANT_WEIGHTS, QUANT_WEIGHT_SCALE, QUANT_ACTIVATIONS = "int8", "per_output_channel", "int8_static_per_tensor"
 # quantization.activations of a directory without multipliers: the engine scales each
 # input row by 127 / max|row| at run time (no calibration text needed).
@@ -107,8 +108,13 @@ class ModelConfig:
     # config.json "description" (optional): what the model was trained on and is good for,
     # one line for people (fastdec info); no engine reads it.
     description: Optional[str] = None
+    # config.json "task" (optional): "translation" or "correction" (TASKS), what the model
+    # was trained to do; `fastdec correct` and Corrector refuse a translation model. Absent
+    # (imported models): not checked.
+    task: Optional[str] = None
 
 
+TASKS = ("translation", "correction")
 DECODING_FIELDS = ("edit_margin",) + ("fallback", "lossy_fallback", "rollback")  # the last three: BiLD
 MAX_BILD_ROLLBACK = math.log(64)  # decoding/bild.py: the engine's largest top-k
 

@@ -23,8 +23,9 @@ if TYPE_CHECKING:  # the loader calls check_heads_verifier; the class is only a 
 
 HEADS_PREFIX = "heads."
 # Config fields that do not change the states the heads read or the tokens greedy picks:
-# the heads themselves, the file checksums, decoding defaults, calibration notes.
-_NOT_THE_NETWORK = ("heads", "checksum", "edit_margin", "bild", "description")
+# the heads themselves, the file checksums, decoding defaults, calibration notes, what
+# the model is for.
+_NOT_THE_NETWORK = ("heads", "checksum", "edit_margin", "bild", "description", "task")
 
 
 def verifier_digest(model: "ModelDir") -> str:
