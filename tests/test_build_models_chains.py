@@ -63,7 +63,7 @@ def stages(tmp_path, monkeypatch):
     monkeypatch.setattr(build_models.prune, "main", recorder("prune", directory("--out")))
     monkeypatch.setattr(build_models.shortlist, "main", recorder("shortlist"))
     monkeypatch.setattr(build_models, "train_heads_main", recorder("heads", directory("--out")))
-    monkeypatch.setattr(build_models, "describe", lambda model_dir, text: None)  # no config.json here
+    monkeypatch.setattr(build_models, "describe", lambda model_dir, text, task=None: None)  # no config.json here
     return tmp_path, data / "multi30k", general, calls
 
 
