@@ -186,7 +186,7 @@ def _add_model_args(p: argparse.ArgumentParser, role: str, drafter: bool) -> Non
                    help="batches decoded at once in this process, each by its own copy of the model on its own "
                         "thread, as CTranslate2's inter_threads (default 1): on several cores usually faster than "
                         "as many more --threads at --batch-size 16 and up; memory grows by a model per copy. "
-                        "Each block of input lines is --batch-size x 8 lines (x N from a pipe)")
+                        "A file is decoded in blocks of 8 batches, a pipe in blocks of N batches")
     p.add_argument("--compute-type", choices=("int8", "float32"), default="int8",
                    help="int8 (default; a float32 model runs float32 with a warning) or float32 "
                         "(refused for an int8 model directory)")
