@@ -171,12 +171,11 @@ def inter_jobs(plan: Plan, jobs: list[Job]) -> list[Job]:
     `inter`, as Translator(inter_threads=) decodes). Not under --quick."""
     if plan.quick:
         return []
-    out = []
+    out, name = [], f"b{THROUGHPUT_BATCH}"
     for job in jobs:
         if job.system != "pyfastdec" or job.strategy not in INTER_STRATEGIES or job.threads < 2 \
-                or job.sweep or f"b{THROUGHPUT_BATCH}" not in job.serves:
+                or job.sweep or name not in job.serves:
             continue
-        name = f"b{THROUGHPUT_BATCH}"
         spec = dict(job.spec, threads=1, inter=job.threads,
                     workloads=[w for w in job.spec["workloads"] if w["name"] == name])
         out.append(Job(job.system, job.model, job.precision, job.strategy, job.threads,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import tempfile
 import sys
+import tempfile
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator, Optional
 
